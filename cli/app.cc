@@ -1,0 +1,96 @@
+// Subcommand wiring for `kiln`. Each subcommand's work lives in its component library; this file
+// only declares options, configures logging once and dispatches.
+#include "cli/app.h"
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "cli/version_cmd.h"
+#include "shared/logging.h"
+
+namespace kiln::cli {
+namespace {
+
+constexpr const char* kDescription =
+    "kiln: distributed, profile-guided search for fast GPU kernels.\n"
+    "A coordinator keeps verified candidate kernels per target and GPU model in Redis, fans\n"
+    "proposal and evaluation tasks out over ZeroMQ to agents and one evaluator per GPU, and keeps\n"
+    "the fastest verified kernels. `kiln run` does it all on one machine.";
+
+// A subcommand that a later step of the plan fills in says so plainly instead of pretending.
+int not_yet(const std::string& name, const std::string& step) {
+  std::fprintf(stderr,
+               "kiln %s: not available in this build yet (arrives with %s; see docs/ and the "
+               "README's roadmap).\n",
+               name.c_str(), step.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int run_app(int argc, char** argv) {
+  CLI::App app{kDescription, "kiln"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Print help for every subcommand");
+
+  LogOptions log;
+  app.add_option("--log-level", log.level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
+  app.add_flag("--log-json", log.json, "Write logs as JSON lines");
+  app.add_option("--log-file", log.file, "Write logs to this file instead of stderr");
+
+  std::function<int()> action;
+
+  auto* version = app.add_subcommand(
+      "version", "Print kiln's version and commit, and the CUDA driver, NVRTC and GPUs found");
+  bool version_json = false;
+  version->add_flag("--json", version_json, "Print one JSON object");
+  version->callback([&] {
+    action = [&] {
+      std::fputs(version_report(version_json).c_str(), stdout);
+      return 0;
+    };
+  });
+
+  struct Planned {
+    const char* name;
+    const char* help;
+    const char* step;
+  };
+  static constexpr Planned kPlanned[] = {
+      {"run", "Run a local cluster (Redis, coordinator, evaluators, proposer) on the built-in "
+              "targets", "step 4"},
+      {"coordinator", "Run the coordinator (search engine; binds a ZeroMQ ROUTER)", "step 4"},
+      {"evaluator", "Run an evaluator daemon for one GPU (or the cpu backend)", "step 2"},
+      {"agent", "Run a proposal agent (built-in proposer or an LLM over HTTP)", "step 4"},
+      {"eval", "Evaluate one candidate without a cluster: compile, verify, time", "step 2"},
+      {"status", "Show a running cluster's targets, populations and workers", "step 4"},
+      {"export", "Write the best verified kernel of a target with its verification record",
+       "step 4"},
+      {"report", "Summarise a run: speedups, floors, search history", "step 4"},
+      {"profile", "Profile one candidate with CUPTI metrics", "step 5"},
+  };
+  for (const auto& p : kPlanned) {
+    auto* sub = app.add_subcommand(p.name, p.help);
+    sub->allow_extras();
+    std::string name = p.name, step = p.step;
+    sub->callback([&action, name, step] { action = [name, step] { return not_yet(name, step); }; });
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (Status s = configure_logging(log); !s.is_ok()) {
+    std::fprintf(stderr, "kiln: %s\n", s.message().c_str());
+    return 2;
+  }
+  return action ? action() : 2;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,55 @@
+// Test support: temporary directories and a real redis-server on a private unix socket.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace kiln::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  // Writes `content` to path()/name and returns the full path.
+  std::string write(const std::string& name, const std::string& content) const;
+
+ private:
+  std::string path_;
+};
+
+// Starts `redis-server` (from $KILN_REDIS_SERVER, next to the kiln binary or PATH) listening only on
+// a unix socket in a temporary directory, and stops it (SIGTERM, then SIGKILL) on destruction.
+// Optional `extra_config` lines are appended to its config (e.g. "requirepass s3cret").
+class RedisServer {
+ public:
+  explicit RedisServer(const std::string& extra_config = "");
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  const std::string& error() const { return error_; }  // why it did not start
+  const std::string& socket_path() const { return socket_; }
+  pid_t pid() const { return pid_; }
+  void kill_now();  // SIGKILL, for fault tests
+
+ private:
+  TempDir dir_;
+  std::string socket_;
+  std::string error_;
+  pid_t pid_ = -1;
+};
+
+// Path to the built `kiln` binary.
+std::string kiln_binary();
+
+// Runs a shell command, returns its exit status and fills `output` with stdout+stderr.
+int run_command(const std::string& command, std::string* output);
+
+}  // namespace kiln::testing
