@@ -34,7 +34,14 @@ std::string TempDir::write(const std::string& name, const std::string& content) 
   return p;
 }
 
-std::string kiln_binary() { return KILN_BINARY; }
+std::string kiln_binary() {
+  // A bundle carries tests/ beside bin/, away from the build tree the path was compiled for.
+  if (const char* env = std::getenv("KILN_BIN"); env && *env) return env;
+  if (std::filesystem::exists(KILN_BINARY)) return KILN_BINARY;
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path().parent_path() / "bin" / "kiln").string();
+}
 
 namespace {
 
