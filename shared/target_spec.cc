@@ -1,0 +1,352 @@
+// Loading and validation of target specs (targets/<name>/target.json).
+#include "shared/target_spec.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "shared/hash.h"
+#include "shared/json_fields.h"
+
+namespace kiln {
+namespace fs = std::filesystem;
+namespace {
+
+Result<std::string> read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot read " + path.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+Result<Shape> read_shape(const nlohmann::json& j, const std::string& where,
+                         const std::vector<std::string>& dims) {
+  if (!j.is_object()) return invalid_argument(where + ": expected an object of dim sizes");
+  Shape shape;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find(dims.begin(), dims.end(), it.key()) == dims.end()) {
+      return invalid_argument(where + ": unknown dim '" + it.key() + "'");
+    }
+    if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+      return invalid_argument(where + "." + it.key() + ": expected a positive integer");
+    }
+    shape[it.key()] = it->get<int64_t>();
+  }
+  for (const auto& d : dims) {
+    if (!shape.count(d)) return invalid_argument(where + ": dim '" + d + "' missing");
+  }
+  return shape;
+}
+
+Status read_shape_list(JsonFields& f, const std::string& key, const std::vector<std::string>& dims,
+                       bool required, std::vector<Shape>* out) {
+  const nlohmann::json* j = f.raw(key);
+  if (!j) return required ? f.field_error(key, "missing (required)") : Status::ok();
+  if (!j->is_array()) return f.field_error(key, "expected an array of shapes");
+  for (size_t i = 0; i < j->size(); ++i) {
+    KILN_ASSIGN_OR_RETURN(Shape s, read_shape((*j)[i], f.where(key + "[" + std::to_string(i) + "]"), dims));
+    out->push_back(std::move(s));
+  }
+  if (required && out->empty()) return f.field_error(key, "needs at least one shape");
+  return Status::ok();
+}
+
+Status read_three(JsonFields& f, const std::string& key, std::string (&out)[3]) {
+  std::vector<std::string> v;
+  KILN_RETURN_IF_ERROR(f.get(key, &v));
+  if (!f.has(key)) return Status::ok();
+  if (v.empty() || v.size() > 3) return f.field_error(key, "expected 1 to 3 expressions (x, y, z)");
+  for (size_t i = 0; i < 3; ++i) out[i] = i < v.size() ? v[i] : "1";
+  return Status::ok();
+}
+
+Status read_kernel(JsonFields& f, const fs::path& dir, bool tunable, KernelSpec* k) {
+  KILN_RETURN_IF_ERROR(f.get("source", &k->source_file, true));
+  KILN_RETURN_IF_ERROR(f.get("kernel", &k->kernel_name, true));
+  KILN_RETURN_IF_ERROR(f.get("defines", &k->defines));
+  KILN_RETURN_IF_ERROR(read_three(f, "grid", k->grid));
+  KILN_RETURN_IF_ERROR(read_three(f, "block", k->block));
+  KILN_RETURN_IF_ERROR(f.get("shared_bytes", &k->shared_bytes));
+  KILN_RETURN_IF_ERROR(f.get("constraints", &k->constraints));
+  if (const nlohmann::json* p = f.raw("params")) {
+    if (!tunable) return f.field_error("params", "only a template has a parameter space");
+    if (!p->is_object()) return f.field_error("params", "expected an object of value lists");
+    for (auto it = p->begin(); it != p->end(); ++it) {
+      if (!is_identifier(it.key())) return f.field_error("params." + it.key(), "not a macro name");
+      if (!it->is_array() || it->empty()) {
+        return f.field_error("params." + it.key(), "expected a non-empty array of integers");
+      }
+      for (const auto& v : *it) {
+        if (!v.is_number_integer()) return f.field_error("params." + it.key(), "expected integers");
+        k->space[it.key()].push_back(v.get<int64_t>());
+      }
+    }
+  }
+  KILN_RETURN_IF_ERROR(f.finish());
+  if (!is_identifier(k->kernel_name)) {
+    return f.field_error("kernel", "'" + k->kernel_name + "' is not a C identifier");
+  }
+  if (k->source_file.find("..") != std::string::npos || fs::path(k->source_file).is_absolute()) {
+    return f.field_error("source", "must be a file inside the target's folder");
+  }
+  Result<std::string> text = read_text(dir / k->source_file);
+  if (!text.is_ok()) return f.field_error("source", text.status().message());
+  k->source = std::move(text).value();
+  return Status::ok();
+}
+
+Status read_backend(JsonFields& f, const fs::path& dir, const TargetSpec& t, BackendSpec* b) {
+  std::vector<std::string> dtypes;
+  KILN_RETURN_IF_ERROR(f.get("dtypes", &dtypes, true));
+  for (const auto& name : dtypes) {
+    Result<DType> d = parse_dtype(name);
+    if (!d.is_ok()) return f.field_error("dtypes", d.status().message());
+    if (std::find(t.dtypes.begin(), t.dtypes.end(), *d) == t.dtypes.end()) {
+      return f.field_error("dtypes", "'" + name + "' is not among the target's dtypes");
+    }
+    b->dtypes.push_back(*d);
+  }
+  KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> seed, f.object("seed", true));
+  KILN_RETURN_IF_ERROR(read_kernel(*seed, dir, false, &b->seed));
+  KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> tmpl, f.object("template"));
+  if (tmpl) {
+    b->tunable.emplace();
+    KILN_RETURN_IF_ERROR(read_kernel(*tmpl, dir, true, &*b->tunable));
+  }
+  return f.finish();
+}
+
+Status validate_expressions(const TargetSpec& t, const std::string& source) {
+  // Every expression must evaluate at the benchmark shape with the seed's (or the template's
+  // first) parameters: a typo is caught at load time, not in the middle of a night's run.
+  ExprVars vars = expr_vars(t.benchmark, t.dtypes.front(), {});
+  for (const auto& [label, expr] : {std::pair{"bytes", t.bytes_expr}, {"flops", t.flops_expr}}) {
+    Result<double> v = eval_expr(expr, vars);
+    if (!v.is_ok()) return invalid_argument(source + ": field '" + label + "': " + v.status().message());
+  }
+  for (const auto& [name, b] : t.backends) {
+    for (const KernelSpec* k : {&b.seed, b.tunable ? &*b.tunable : nullptr}) {
+      if (!k) continue;
+      std::map<std::string, std::string> params = k->defines;
+      for (const auto& [p, values] : k->space) params[p] = std::to_string(values.front());
+      ExprVars kv = expr_vars(t.benchmark, t.dtypes.front(), params);
+      std::string which = "backends." + name + (k == &b.seed ? ".seed" : ".template");
+      for (int i = 0; i < 3; ++i) {
+        for (const std::string* e : {&k->grid[i], &k->block[i]}) {
+          Result<int64_t> v = eval_int_expr(*e, kv);
+          if (!v.is_ok()) return invalid_argument(source + ": field '" + which + "': " + v.status().message());
+        }
+      }
+      Result<int64_t> smem = eval_int_expr(k->shared_bytes, kv);
+      if (!smem.is_ok()) return invalid_argument(source + ": field '" + which + ".shared_bytes': " + smem.status().message());
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+const BackendSpec* TargetSpec::backend(const std::string& name) const {
+  auto it = backends.find(name);
+  return it == backends.end() ? nullptr : &it->second;
+}
+
+std::vector<const TargetArg*> TargetSpec::inputs() const {
+  std::vector<const TargetArg*> v;
+  for (const auto& a : args) if (a.role == TargetArg::Role::kInput) v.push_back(&a);
+  return v;
+}
+std::vector<const TargetArg*> TargetSpec::outputs() const {
+  std::vector<const TargetArg*> v;
+  for (const auto& a : args) if (a.role == TargetArg::Role::kOutput) v.push_back(&a);
+  return v;
+}
+std::vector<const TargetArg*> TargetSpec::scalars() const {
+  std::vector<const TargetArg*> v;
+  for (const auto& a : args) if (a.role == TargetArg::Role::kScalar) v.push_back(&a);
+  return v;
+}
+
+ExprVars expr_vars(const Shape& shape, DType dtype, const std::map<std::string, std::string>& params) {
+  ExprVars v;
+  for (const auto& [d, n] : shape) v[d] = static_cast<double>(n);
+  v["S"] = static_cast<double>(dtype_bytes(dtype));
+  for (const auto& [k, value] : params) {
+    char* end = nullptr;
+    double x = std::strtod(value.c_str(), &end);
+    if (end && *end == '\0' && !value.empty()) v[k] = x;  // non-numeric macros are not variables
+  }
+  return v;
+}
+
+int64_t element_count(const TargetArg& arg, const Shape& shape) {
+  int64_t n = 1;
+  for (const auto& d : arg.shape) n *= shape.at(d);
+  return n;
+}
+
+std::string shape_string(const Shape& shape) {
+  std::string s;
+  for (const auto& [d, n] : shape) s += (s.empty() ? "" : ",") + d + "=" + std::to_string(n);
+  return s;
+}
+
+Result<TargetSpec> load_target(const std::string& dir_str) {
+  fs::path dir(dir_str);
+  std::string source = (dir / "target.json").string();
+  KILN_ASSIGN_OR_RETURN(nlohmann::json doc, load_json_file(source));
+  TargetSpec t;
+  t.dir = dir.string();
+  JsonFields f(doc, source);
+  KILN_RETURN_IF_ERROR(f.status());
+  KILN_RETURN_IF_ERROR(f.get("name", &t.name, true));
+  KILN_RETURN_IF_ERROR(f.get("description", &t.description));
+  KILN_RETURN_IF_ERROR(f.get("dims", &t.dims, true));
+  if (!is_identifier(t.name)) return f.field_error("name", "expected an identifier");
+  if (t.dims.empty()) return f.field_error("dims", "needs at least one dim");
+  for (const auto& d : t.dims) {
+    if (!is_identifier(d) || d == "S") return f.field_error("dims", "'" + d + "' is not a usable dim name");
+  }
+
+  const nlohmann::json* args = f.raw("args");
+  if (!args || !args->is_array() || args->empty()) return f.field_error("args", "expected a non-empty array");
+  std::set<std::string> names;
+  for (size_t i = 0; i < args->size(); ++i) {
+    JsonFields a((*args)[i], source, "args[" + std::to_string(i) + "]");
+    KILN_RETURN_IF_ERROR(a.status());
+    TargetArg arg;
+    std::string role;
+    KILN_RETURN_IF_ERROR(a.get("name", &arg.name, true));
+    KILN_RETURN_IF_ERROR(a.get("role", &role, true));
+    KILN_RETURN_IF_ERROR(a.get("dtype", &arg.dtype));
+    KILN_RETURN_IF_ERROR(a.get("shape", &arg.shape));
+    KILN_RETURN_IF_ERROR(a.get("value", &arg.value));
+    KILN_RETURN_IF_ERROR(a.get("type", &arg.scalar_type));
+    KILN_RETURN_IF_ERROR(a.finish());
+    if (!is_identifier(arg.name) || !names.insert(arg.name).second) {
+      return a.field_error("name", "'" + arg.name + "' is not a unique identifier");
+    }
+    if (role == "input") arg.role = TargetArg::Role::kInput;
+    else if (role == "output") arg.role = TargetArg::Role::kOutput;
+    else if (role == "scalar") arg.role = TargetArg::Role::kScalar;
+    else return a.field_error("role", "'" + role + "': expected input, output or scalar");
+    if (arg.role == TargetArg::Role::kScalar) {
+      if (arg.scalar_type != "f32" && arg.scalar_type != "i64") {
+        return a.field_error("type", "scalars are f32 or i64");
+      }
+    } else {
+      if (arg.shape.empty()) return a.field_error("shape", "a tensor needs a shape");
+      for (const auto& d : arg.shape) {
+        if (std::find(t.dims.begin(), t.dims.end(), d) == t.dims.end()) {
+          return a.field_error("shape", "unknown dim '" + d + "' (dims are declared in 'dims')");
+        }
+      }
+      if (arg.dtype != "T" && !parse_dtype(arg.dtype).is_ok()) {
+        return a.field_error("dtype", "'" + arg.dtype + "': expected T or a dtype name");
+      }
+    }
+    t.args.push_back(std::move(arg));
+  }
+  if (t.inputs().empty() || t.outputs().empty()) {
+    return f.field_error("args", "needs at least one input and one output");
+  }
+
+  std::vector<std::string> dtypes;
+  KILN_RETURN_IF_ERROR(f.get("dtypes", &dtypes, true));
+  for (const auto& name : dtypes) {
+    Result<DType> d = parse_dtype(name);
+    if (!d.is_ok()) return f.field_error("dtypes", d.status().message());
+    t.dtypes.push_back(*d);
+  }
+  if (t.dtypes.empty()) return f.field_error("dtypes", "needs at least one dtype");
+
+  KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> tol, f.object("tolerance", true));
+  for (DType d : t.dtypes) {
+    KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> one, tol->object(std::string(dtype_name(d)), true));
+    Tolerance tl;
+    KILN_RETURN_IF_ERROR(one->get("rel", &tl.rel, true));
+    KILN_RETURN_IF_ERROR(one->get("abs", &tl.abs, true));
+    KILN_RETURN_IF_ERROR(one->finish());
+    if (tl.rel < 0 || tl.abs < 0) return tol->field_error(std::string(dtype_name(d)), "tolerances are >= 0");
+    t.tolerance[d] = tl;
+  }
+  KILN_RETURN_IF_ERROR(tol->finish());
+
+  KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> shapes, f.object("shapes", true));
+  const nlohmann::json* bench = shapes->raw("benchmark");
+  if (!bench) return shapes->field_error("benchmark", "missing (required)");
+  KILN_ASSIGN_OR_RETURN(t.benchmark, read_shape(*bench, shapes->where("benchmark"), t.dims));
+  KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "smoke", t.dims, true, &t.smoke));
+  KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "sweep", t.dims, false, &t.sweep));
+  KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "edge", t.dims, false, &t.edge));
+  KILN_RETURN_IF_ERROR(shapes->finish());
+
+  KILN_RETURN_IF_ERROR(f.get("bytes", &t.bytes_expr, true));
+  KILN_RETURN_IF_ERROR(f.get("flops", &t.flops_expr, true));
+  KILN_RETURN_IF_ERROR(f.get("reference", &t.reference_file, true));
+  {
+    Result<std::string> text = read_text(dir / t.reference_file);
+    if (!text.is_ok()) return f.field_error("reference", text.status().message());
+    t.reference_source = std::move(text).value();
+  }
+
+  KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> backends, f.object("backends", true));
+  for (const char* name : {"cuda", "cpu"}) {
+    KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> b, backends->object(name));
+    if (!b) continue;
+    KILN_RETURN_IF_ERROR(read_backend(*b, dir, t, &t.backends[name]));
+  }
+  KILN_RETURN_IF_ERROR(backends->finish());
+  if (t.backends.empty()) return f.field_error("backends", "needs at least one of cuda, cpu");
+  KILN_RETURN_IF_ERROR(f.finish());
+  KILN_RETURN_IF_ERROR(validate_expressions(t, source));
+
+  Sha256 h;
+  h.add(doc.dump()).add(t.reference_source);
+  for (const auto& [name, b] : t.backends) {
+    h.add(name).add(b.seed.source);
+    if (b.tunable) h.add(b.tunable->source);
+  }
+  t.spec_hash = h.hex();
+  return t;
+}
+
+Result<std::vector<TargetSpec>> load_targets(const std::string& root) {
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) return not_found("targets folder " + root + " does not exist");
+  std::vector<std::string> dirs;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (entry.is_directory() && fs::exists(entry.path() / "target.json")) dirs.push_back(entry.path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  std::vector<TargetSpec> out;
+  for (const auto& d : dirs) {
+    KILN_ASSIGN_OR_RETURN(TargetSpec t, load_target(d));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string default_targets_dir() {
+  if (const char* env = std::getenv("KILN_TARGETS_DIR"); env && *env) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    fs::path bundled = exe.parent_path().parent_path() / "share" / "kiln" / "targets";
+    if (fs::is_directory(bundled, ec)) return bundled.string();
+  }
+  return KILN_SOURCE_TARGETS_DIR;
+}
+
+}  // namespace kiln

@@ -1,0 +1,95 @@
+// The target spec model: a kernel to make fast, described as data in targets/<name>/target.json
+// (format in docs/targets.md). Loading validates everything and names the file and field at fault.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shared/dtype.h"
+#include "shared/expr.h"
+#include "shared/status.h"
+
+namespace kiln {
+
+using Shape = std::map<std::string, int64_t>;  // dim name -> size, e.g. {M: 8192, N: 8192}
+
+struct TargetArg {
+  enum class Role { kInput, kOutput, kScalar };
+  std::string name;
+  Role role = Role::kInput;
+  std::string dtype = "T";           // "T" = the dtype under test; or a fixed dtype like "f32"
+  std::vector<std::string> shape;    // dim names (tensors)
+  double value = 0;                  // scalars: the value passed
+  std::string scalar_type = "f32";   // scalars: "f32" or "i64"
+};
+
+struct Tolerance {
+  double rel = 0;  // |out - ref| <= abs + rel * |ref|, element-wise
+  double abs = 0;
+};
+
+// A kernel source for one backend: the seed (fixed params) or the tunable template (a space).
+struct KernelSpec {
+  std::string source_file;           // relative to the target's folder
+  std::string source;                // its text, loaded
+  std::string kernel_name;           // extern "C" entry point
+  std::map<std::string, std::string> defines;             // fixed -D macros
+  std::map<std::string, std::vector<int64_t>> space;      // template parameters and their values
+  std::vector<std::string> constraints;                   // must hold (non-zero) for a config
+  std::string grid[3] = {"1", "1", "1"};                  // expressions of dims and params
+  std::string block[3] = {"1", "1", "1"};
+  std::string shared_bytes = "0";
+};
+
+struct BackendSpec {
+  std::vector<DType> dtypes;         // dtypes this backend's kernels support
+  KernelSpec seed;
+  std::optional<KernelSpec> tunable;
+};
+
+struct TargetSpec {
+  std::string name;
+  std::string description;
+  std::string dir;                   // folder the spec was loaded from
+  std::vector<std::string> dims;     // order in which dims are passed to kernels
+  std::vector<TargetArg> args;
+  std::vector<DType> dtypes;
+  std::map<DType, Tolerance> tolerance;
+  Shape benchmark;
+  std::vector<Shape> smoke, sweep, edge;
+  std::string bytes_expr;            // fewest bytes moved; variables: dims and S (element bytes)
+  std::string flops_expr;            // floating-point operations; variables: dims
+  std::string reference_file;        // host C++ reference (fp64), relative to dir
+  std::string reference_source;
+  std::map<std::string, BackendSpec> backends;  // "cuda", "cpu"
+  std::string spec_hash;             // sha256 of the spec file and every source it names
+
+  const BackendSpec* backend(const std::string& name) const;
+  std::vector<const TargetArg*> inputs() const;
+  std::vector<const TargetArg*> outputs() const;
+  std::vector<const TargetArg*> scalars() const;
+};
+
+// Loads <dir>/target.json and the sources it names.
+Result<TargetSpec> load_target(const std::string& dir);
+
+// Every target folder (one with a target.json) under `root`, sorted by name.
+Result<std::vector<TargetSpec>> load_targets(const std::string& root);
+
+// Variables for expressions: the shape's dims, S = bytes of `dtype`, and the params.
+ExprVars expr_vars(const Shape& shape, DType dtype, const std::map<std::string, std::string>& params);
+
+// Number of elements of a tensor argument at `shape`.
+int64_t element_count(const TargetArg& arg, const Shape& shape);
+
+// "M=8192,N=8192"
+std::string shape_string(const Shape& shape);
+
+// The built-in targets folder: $KILN_TARGETS_DIR, else <exe>/../share/kiln/targets (bundle), else
+// the source tree's targets/.
+std::string default_targets_dir();
+
+}  // namespace kiln

@@ -1,0 +1,121 @@
+#include "shared/target_spec.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/test_env.h"
+
+namespace kiln {
+namespace {
+
+std::string builtin(const std::string& name) { return std::string(KILN_SOURCE_DIR) + "/targets/" + name; }
+
+TEST(TargetSpec, LoadsBuiltInRmsnorm) {
+  Result<TargetSpec> t = load_target(builtin("rmsnorm"));
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->name, "rmsnorm");
+  EXPECT_EQ(t->dims, (std::vector<std::string>{"M", "N"}));
+  EXPECT_EQ(t->inputs().size(), 2u);
+  EXPECT_EQ(t->outputs().size(), 1u);
+  EXPECT_EQ(t->benchmark.at("M"), 8192);
+  ASSERT_NE(t->backend("cuda"), nullptr);
+  ASSERT_TRUE(t->backend("cuda")->tunable.has_value());
+  EXPECT_EQ(t->backend("cuda")->tunable->space.at("VEC").size(), 4u);
+  EXPECT_FALSE(t->reference_source.empty());
+  EXPECT_EQ(t->spec_hash.size(), 64u);
+  // bytes moved at the benchmark shape in f16: 2*8192*8192*2 + 8192*2
+  Result<double> bytes = eval_expr(t->bytes_expr, expr_vars(t->benchmark, DType::kF16, {}));
+  ASSERT_TRUE(bytes.is_ok());
+  EXPECT_DOUBLE_EQ(*bytes, 2.0 * 8192 * 8192 * 2 + 8192 * 2);
+}
+
+TEST(TargetSpec, LoadsEveryBuiltInTarget) {
+  Result<std::vector<TargetSpec>> all = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  EXPECT_GE(all->size(), 2u);
+}
+
+TEST(Expr, EvaluatesGeometryWithHelpers) {
+  ExprVars v = {{"M", 1000}, {"ROWS", 4}, {"N", 10}};
+  EXPECT_EQ(*eval_int_expr("cdiv(M, ROWS)", v), 250);
+  EXPECT_EQ(*eval_int_expr("cdiv(M + 1, ROWS)", v), 251);
+  EXPECT_EQ(*eval_int_expr("max(N, 32)", v), 32);
+  EXPECT_EQ(*eval_expr("ROWS * 32 <= 256", v), 1.0);
+  Result<double> unknown = eval_expr("M * Q", v);
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("M * Q"), std::string::npos);
+  EXPECT_FALSE(eval_int_expr("M / 3", v).is_ok());  // not an integer
+  EXPECT_FALSE(eval_expr("cdiv(M, 0)", v).is_ok());
+}
+
+// A broken copy of rmsnorm's spec: each case edits one field and names what the error must say.
+struct BrokenSpec {
+  const char* label;
+  std::function<void(nlohmann::json&)> edit;
+  const char* expected;
+};
+
+class TargetSpecRejects : public ::testing::TestWithParam<BrokenSpec> {};
+
+TEST_P(TargetSpecRejects, WithFileFieldAndProblem) {
+  testing::TempDir dir;
+  for (const auto& e : std::filesystem::directory_iterator(builtin("rmsnorm"))) {
+    std::filesystem::copy(e.path(), dir.path() + "/" + e.path().filename().string());
+  }
+  std::ifstream in(dir.file("target.json"));
+  nlohmann::json j = nlohmann::json::parse(in);
+  GetParam().edit(j);
+  dir.write("target.json", j.dump(2));
+  Result<TargetSpec> t = load_target(dir.path());
+  ASSERT_FALSE(t.is_ok()) << GetParam().label;
+  EXPECT_NE(t.status().message().find("target.json"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find(GetParam().expected), std::string::npos)
+      << GetParam().label << ": " << t.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, TargetSpecRejects,
+    ::testing::Values(
+        BrokenSpec{"no name", [](auto& j) { j.erase("name"); }, "field 'name': missing"},
+        BrokenSpec{"unknown dim in shape", [](auto& j) { j["args"][0]["shape"] = {"M", "K"}; },
+                   "unknown dim 'K'"},
+        BrokenSpec{"bad role", [](auto& j) { j["args"][0]["role"] = "inout"; },
+                   "field 'args[0].role': 'inout'"},
+        BrokenSpec{"bad dtype", [](auto& j) { j["dtypes"] = {"f8"}; }, "unknown dtype 'f8'"},
+        BrokenSpec{"missing tolerance", [](auto& j) { j["tolerance"].erase("bf16"); },
+                   "field 'tolerance.bf16': missing"},
+        BrokenSpec{"shape misses a dim", [](auto& j) { j["shapes"]["benchmark"].erase("N"); },
+                   "dim 'N' missing"},
+        BrokenSpec{"zero-size shape", [](auto& j) { j["shapes"]["smoke"][0]["M"] = 0; },
+                   "expected a positive integer"},
+        BrokenSpec{"bad bytes expression", [](auto& j) { j["bytes"] = "M * * N"; },
+                   "field 'bytes'"},
+        BrokenSpec{"grid with unknown variable",
+                   [](auto& j) { j["backends"]["cuda"]["seed"]["grid"] = {"ROWS"}; },
+                   "backends.cuda.seed"},
+        BrokenSpec{"missing source file",
+                   [](auto& j) { j["backends"]["cuda"]["seed"]["source"] = "nope.cu"; },
+                   "cannot read"},
+        BrokenSpec{"source outside folder",
+                   [](auto& j) { j["backends"]["cuda"]["seed"]["source"] = "../x.cu"; },
+                   "inside the target's folder"},
+        BrokenSpec{"seed with a space",
+                   [](auto& j) { j["backends"]["cuda"]["seed"]["params"] = {{"B", {1}}}; },
+                   "only a template"},
+        BrokenSpec{"unknown backend", [](auto& j) { j["backends"]["rocm"] = nlohmann::json::object(); },
+                   "field 'backends.rocm': unknown key"},
+        BrokenSpec{"backend dtype not in target",
+                   [](auto& j) { j["backends"]["cpu"]["dtypes"] = {"f64"}; },
+                   "not among the target's dtypes"},
+        BrokenSpec{"misspelt key", [](auto& j) { j["flopz"] = "1"; }, "field 'flopz': unknown key"}),
+    [](const auto& info) {
+      std::string s = info.param.label;
+      for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      return s;
+    });
+
+}  // namespace
+}  // namespace kiln
