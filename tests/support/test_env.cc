@@ -2,7 +2,9 @@
 #include "tests/support/test_env.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +54,17 @@ std::string find_redis_server() {
   return "redis-server";  // from PATH
 }
 
+bool accepts_connections(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
 }  // namespace
 
 RedisServer::RedisServer(const std::string& extra_config) {
@@ -70,10 +83,9 @@ RedisServer::RedisServer(const std::string& extra_config) {
     error_ = "fork failed";
     return;
   }
-  // Wait for the socket to appear (the server is ready once it listens).
+  // Wait until a connect succeeds: redis creates the socket file a moment before it listens.
   for (int i = 0; i < 500; ++i) {
-    struct stat st {};
-    if (stat(socket_.c_str(), &st) == 0) return;
+    if (accepts_connections(socket_)) return;
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       error_ = "redis-server (" + server + ") exited at start; is it installed? " +

@@ -1,0 +1,441 @@
+// Static scan of candidate kernel sources: a small lexer blanks comments and literals (keeping
+// every character's original line), then per-backend rule tables run over identifiers, tokens
+// and preprocessor directives.
+#include "evaluator/source_scan.h"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <utility>
+
+namespace kiln::eval {
+namespace {
+
+constexpr size_t kMaxExcerptChars = 160;
+constexpr size_t kMaxRuleDetailChars = 60;
+constexpr size_t kMaxRawDelimiterChars = 16;  // the standard's limit on R"delim( )delim"
+
+// Names that reach the OS, the dynamic loader, the clock, process control or the caller's stack,
+// and attributes that run or redirect code at load time. Whole identifiers only, so `opened` is
+// fine. Allowed headers still declare some of these (libstdc++'s <cmath> pulls in <stdlib.h>),
+// which is why names are banned and not just headers.
+constexpr const char* kCpuBannedIdentifiers[] = {
+    "dlopen", "dlsym", "dlvsym", "dlmopen", "dlclose", "dladdr", "dlinfo",
+    "fork", "vfork", "clone", "execl", "execlp", "execle", "execv", "execvp", "execvpe", "execve",
+    "fexecve", "posix_spawn", "posix_spawnp", "system", "popen", "fopen", "freopen", "fdopen",
+    "open", "openat", "creat", "mmap", "munmap", "mprotect", "mremap", "clock_gettime",
+    "gettimeofday", "clock", "chrono", "steady_clock", "system_clock", "high_resolution_clock",
+    "getenv", "secure_getenv", "setenv", "putenv", "environ", "signal", "sigaction", "raise",
+    "kill", "ptrace", "prctl", "socket", "connect", "unlink", "rename", "exit", "_exit", "_Exit",
+    "abort", "quick_exit", "atexit", "at_quick_exit", "setjmp", "longjmp", "sigsetjmp",
+    "siglongjmp", "__builtin_frame_address", "__builtin_return_address", "constructor",
+    "destructor", "__constructor__", "__destructor__", "ifunc", "__ifunc__", "weakref",
+    "__weakref__", "alias", "__alias__", "section", "__section__",
+};
+// Common words banned only where they are called, i.e. followed by '('.
+constexpr const char* kCpuBannedCalls[] = {"read", "write", "time", "sleep", "usleep"};
+// Any identifier containing one of these: timestamp counters, raw system calls, libc internals.
+constexpr const char* kCpuBannedSubstrings[] = {"rdtsc", "rdpmc", "syscall", "pthread_",
+                                                "__libc_"};
+// Banned when written std::name (threads escape the timed call; a word like `async` is fine alone).
+constexpr const char* kStdQualifiedBans[] = {"thread", "jthread", "async"};
+constexpr const char* kAsmKeywords[] = {"asm", "__asm", "__asm__"};
+
+constexpr const char* kCpuIncludes[] = {"cstdint", "cmath",     "cstring",     "algorithm",
+                                        "immintrin.h", "cstddef", "climits", "limits",
+                                        "type_traits", "array"};
+constexpr const char* kCudaIncludes[] = {
+    "cuda_fp16.h",  "cuda_bf16.h",           "cuda_fp8.h",
+    "cuda_pipeline.h", "cuda/barrier",       "cuda/pipeline",
+    "mma.h",        "cooperative_groups.h", "cooperative_groups/reduce.h",
+    "cstdint"};
+// A pragma is allowed when its words start with one of these.
+constexpr const char* kCpuPragmas[] = {"once", "unroll", "GCC unroll", "GCC ivdep", "omp simd"};
+constexpr const char* kCudaPragmas[] = {"once", "unroll"};
+constexpr const char* kKnownDirectives[] = {"",      "define", "undef",   "if",       "ifdef",
+                                            "ifndef", "elif",  "elifdef", "elifndef", "else",
+                                            "endif", "pragma", "include", "error",    "warning",
+                                            "line"};
+
+// Vendor libraries: whole families of names. Device code cannot link them, but a candidate that
+// reaches them through some host path is not timing its own kernel (THREATS.md row 5).
+constexpr const char* kCudaVendorPrefixes[] = {"cublas", "cudnn", "cufft", "curand",
+                                               "cusparse", "cusolver", "nvrtc"};
+// Device-side runtime calls real kernels use (programmatic dependent launch on Hopper).
+constexpr const char* kCudaAllowedRuntimeNames[] = {"cudaGridDependencySynchronize",
+                                                    "cudaTriggerProgrammaticLaunchCompletion"};
+
+template <typename List>
+bool contains(const List& list, std::string_view s) {
+  return std::any_of(std::begin(list), std::end(list), [&](const char* e) { return s == e; });
+}
+
+bool is_ident_start(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' ||
+         static_cast<unsigned char>(c) >= 0x80;  // UTF-8 identifiers, accepted by GCC
+}
+bool is_ident_char(char c) { return is_ident_start(c) || std::isdigit(static_cast<unsigned char>(c)); }
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// Translation phase 2: backslash-newline pairs are removed, so "dl\<newline>open" is scanned as
+// the identifier the compiler sees. line_of[i] is the original 1-based line of text[i].
+struct SplicedText {
+  std::string text;
+  std::vector<int> line_of;
+};
+
+SplicedText splice_lines(std::string_view src) {
+  SplicedText out;
+  out.text.reserve(src.size());
+  out.line_of.reserve(src.size());
+  int line = 1;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] == '\\') {
+      size_t j = i + 1;
+      while (j < src.size() && is_space(src[j])) ++j;  // GCC splices "\ <newline>" too
+      if (j < src.size() && src[j] == '\n') {
+        ++line;
+        i = j;
+        continue;
+      }
+    }
+    out.text += src[i];
+    out.line_of.push_back(line);
+    if (src[i] == '\n') ++line;
+  }
+  return out;
+}
+
+// Two views of the spliced text, both of its length, so positions and line numbers carry over.
+struct Views {
+  std::string code;        // comments and literals (quotes included) blanked
+  std::string directives;  // comments blanked, literals kept: #include targets, inline PTX text
+};
+
+void blank(std::string& s, size_t from, size_t to) {
+  for (size_t k = from; k < to && k < s.size(); ++k) {
+    if (s[k] != '\n') s[k] = ' ';
+  }
+}
+
+// One past the closing quote of the literal opened at `open`; at an unterminated literal, the end
+// of its line (the compiler rejects it; the scan must just not swallow the rest of the file).
+size_t quoted_end(const std::string& t, size_t open) {
+  size_t i = open + 1;
+  while (i < t.size() && t[i] != '\n') {
+    if (t[i] == '\\') {
+      i += 2;
+      continue;
+    }
+    if (t[i] == t[open]) return i + 1;
+    ++i;
+  }
+  return std::min(i, t.size());
+}
+
+// One past the end of the raw string whose quote is at `quote`, or npos when what follows is not
+// a valid raw-string opening (then the quote starts an ordinary string).
+size_t raw_string_end(const std::string& t, size_t quote) {
+  size_t paren = t.find('(', quote + 1);
+  if (paren == std::string::npos || paren - quote - 1 > kMaxRawDelimiterChars) {
+    return std::string::npos;
+  }
+  std::string delim = t.substr(quote + 1, paren - quote - 1);
+  for (char c : delim) {
+    if (is_space(c) || c == '\n' || c == ')' || c == '\\' || c == '"') return std::string::npos;
+  }
+  std::string close = ")" + delim + "\"";
+  size_t end = t.find(close, paren + 1);
+  return end == std::string::npos ? t.size() : end + close.size();
+}
+
+// A preprocessing number: digits, letters, '.', digit separators and exponent signs. Skipped
+// whole so that 1'000 does not open a character literal.
+size_t pp_number_end(const std::string& t, size_t i) {
+  for (++i; i < t.size(); ++i) {
+    char c = t[i], prev = t[i - 1];
+    bool exponent_sign =
+        (c == '+' || c == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P');
+    if (c == '\'' && i + 1 < t.size() && is_ident_char(t[i + 1])) continue;
+    if (!(is_ident_char(c) || c == '.' || exponent_sign)) break;
+  }
+  return i;
+}
+
+Views lex(const std::string& t) {
+  Views v{t, t};
+  const size_t n = t.size();
+  size_t i = 0;
+  while (i < n) {
+    char c = t[i];
+    char next = i + 1 < n ? t[i + 1] : '\0';
+    if (c == '/' && next == '/') {
+      size_t e = std::min(t.find('\n', i), n);
+      blank(v.code, i, e);
+      blank(v.directives, i, e);
+      i = e;
+    } else if (c == '/' && next == '*') {
+      size_t e = t.find("*/", i + 2);
+      e = e == std::string::npos ? n : e + 2;
+      blank(v.code, i, e);
+      blank(v.directives, i, e);
+      i = e;
+    } else if (c == '"' || c == '\'') {
+      size_t e = quoted_end(t, i);
+      blank(v.code, i, e);
+      i = e;
+    } else if (is_ident_start(c)) {
+      size_t e = i;
+      while (e < n && is_ident_char(t[e])) ++e;
+      std::string_view id(t.data() + i, e - i);
+      bool raw_prefix = id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR";
+      bool encoding_prefix = id == "u8" || id == "u" || id == "U" || id == "L";
+      i = e;
+      if (e < n && t[e] == '"' && raw_prefix) {
+        size_t r = raw_string_end(t, e);
+        if (r == std::string::npos) r = quoted_end(t, e);
+        blank(v.code, e, r);
+        i = r;
+      } else if (e < n && (t[e] == '"' || t[e] == '\'') && encoding_prefix) {
+        size_t q = quoted_end(t, e);
+        blank(v.code, e, q);
+        i = q;
+      }
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               (c == '.' && std::isdigit(static_cast<unsigned char>(next)))) {
+      i = pp_number_end(t, i);
+    } else {
+      ++i;
+    }
+  }
+  return v;
+}
+
+std::string clip(std::string_view s, size_t max_chars) {
+  return std::string(s.substr(0, max_chars));
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (is_space(s.front()) || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (is_space(s.back()) || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+// Words of `s` joined by single spaces.
+std::string collapse_spaces(std::string_view s) {
+  std::string out;
+  bool pending_space = false;
+  for (char c : trim(s)) {
+    if (is_space(c)) {
+      pending_space = true;
+      continue;
+    }
+    if (pending_space && !out.empty()) out += ' ';
+    pending_space = false;
+    out += c;
+  }
+  return out;
+}
+
+class Scanner {
+ public:
+  Scanner(std::string_view source, bool cpu)
+      : cpu_(cpu), spliced_(splice_lines(source)), views_(lex(spliced_.text)) {
+    size_t start = 0;
+    while (start <= source.size()) {
+      size_t end = std::min(source.find('\n', start), source.size());
+      lines_.push_back(source.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+
+  std::vector<ScanFinding> run() {
+    scan_tokens();
+    scan_directives();
+    if (!cpu_) scan_ptx_text();
+    std::stable_sort(findings_.begin(), findings_.end(),
+                     [](const ScanFinding& a, const ScanFinding& b) { return a.line < b.line; });
+    return std::move(findings_);
+  }
+
+ private:
+  void add(std::string rule, size_t pos) {
+    int line = pos < spliced_.line_of.size() ? spliced_.line_of[pos]
+                                             : static_cast<int>(lines_.size());
+    if (!seen_.insert({rule, line}).second) return;
+    std::string_view text = line >= 1 && static_cast<size_t>(line) <= lines_.size()
+                                ? lines_[static_cast<size_t>(line) - 1]
+                                : std::string_view();
+    findings_.push_back({std::move(rule), line, clip(trim(text), kMaxExcerptChars)});
+  }
+
+  char next_non_space(size_t i) const {
+    const std::string& code = views_.code;
+    while (i < code.size() && (is_space(code[i]) || code[i] == '\n')) ++i;
+    return i < code.size() ? code[i] : '\0';
+  }
+
+  // Whether the identifier starting at `start` is written std::name (spaces allowed around ::).
+  bool qualified_by_std(size_t start) const {
+    const std::string& code = views_.code;
+    size_t i = start;
+    auto skip_space_back = [&] {
+      while (i > 0 && (is_space(code[i - 1]) || code[i - 1] == '\n')) --i;
+    };
+    skip_space_back();
+    if (i < 2 || code.compare(i - 2, 2, "::") != 0) return false;
+    i -= 2;
+    skip_space_back();
+    if (i < 3 || code.compare(i - 3, 3, "std") != 0) return false;
+    return i == 3 || !is_ident_char(code[i - 4]);
+  }
+
+  void check_identifier(std::string_view id, size_t start, size_t end) {
+    std::string name(id);
+    if (name == "_Pragma") add("pragma:_Pragma", start);
+    if (contains(kStdQualifiedBans, id) && qualified_by_std(start)) {
+      add((cpu_ ? "identifier:std::" : "host-code:std::") + name, start);
+    }
+    if (cpu_) {
+      if (contains(kAsmKeywords, id)) add("asm:" + name, start);
+      if (contains(kCpuBannedIdentifiers, id)) add("identifier:" + name, start);
+      if (contains(kCpuBannedCalls, id) && next_non_space(end) == '(') {
+        add("identifier:" + name, start);
+      }
+      for (const char* part : kCpuBannedSubstrings) {
+        if (name.find(part) != std::string::npos) add("identifier:" + name, start);
+      }
+      return;
+    }
+    for (const char* prefix : kCudaVendorPrefixes) {
+      if (name.rfind(prefix, 0) == 0) add("identifier:" + name, start);
+    }
+    // cudaXxx is the runtime API, cuXxx the driver API: host calls, whatever their spelling.
+    auto upper_at = [&](size_t k) {
+      return name.size() > k && std::isupper(static_cast<unsigned char>(name[k]));
+    };
+    bool runtime = name.rfind("cuda", 0) == 0 && upper_at(4);
+    bool driver = name.rfind("cu", 0) == 0 && upper_at(2);
+    if ((runtime || driver) && !contains(kCudaAllowedRuntimeNames, id)) {
+      add("identifier:" + name, start);
+    }
+    if (name == "__host__") add("host-code:__host__", start);
+    if (name == "main" && next_non_space(end) == '(') add("host-code:main", start);
+  }
+
+  void scan_tokens() {
+    const std::string& code = views_.code;
+    const size_t n = code.size();
+    size_t i = 0;
+    while (i < n) {
+      char c = code[i];
+      if (is_ident_start(c)) {
+        size_t e = i;
+        while (e < n && is_ident_char(code[e])) ++e;
+        check_identifier(std::string_view(code.data() + i, e - i), i, e);
+        i = e;
+        continue;
+      }
+      if (std::isdigit(static_cast<unsigned char>(c))) {
+        i = pp_number_end(code, i);
+        continue;
+      }
+      // Outside literals a backslash can only start a universal character name, which spells
+      // an identifier character (\u0064lopen is dlopen): no honest kernel needs one.
+      if (c == '\\') add("ucn:\\", i);
+      // Token pasting assembles a banned name from allowed pieces (dl ## open).
+      if (cpu_ && (code.compare(i, 2, "##") == 0 || code.compare(i, 4, "%:%:") == 0)) {
+        add("token-paste:##", i);
+      }
+      if (!cpu_ && code.compare(i, 3, "<<<") == 0) add("host-code:<<<", i);
+      ++i;
+    }
+  }
+
+  void scan_directives() {
+    const std::string& text = views_.directives;
+    size_t start = 0;
+    while (start < text.size()) {
+      size_t end = std::min(text.find('\n', start), text.size());
+      std::string_view line(text.data() + start, end - start);
+      size_t p = 0;
+      while (p < line.size() && is_space(line[p])) ++p;
+      size_t hash_len = line.compare(p, 1, "#") == 0 ? 1 : line.compare(p, 2, "%:") == 0 ? 2 : 0;
+      if (hash_len > 0) check_directive(line.substr(p + hash_len), start + p);
+      start = end + 1;
+    }
+  }
+
+  void check_directive(std::string_view rest, size_t pos) {
+    size_t p = 0;
+    while (p < rest.size() && is_space(rest[p])) ++p;
+    size_t e = p;
+    while (e < rest.size() && is_ident_char(rest[e])) ++e;
+    std::string name(rest.substr(p, e - p));
+    std::string_view args = trim(rest.substr(e));
+    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0]))) return;  // # 12 "f"
+    if (!contains(kKnownDirectives, name)) {
+      add("directive:" + name, pos);
+    } else if (name == "include") {
+      check_include(args, pos);
+    } else if (name == "pragma") {
+      check_pragma(args, pos);
+    }
+  }
+
+  // Only a literal <name> or "name" from the allow-list passes; a macro naming the header does not.
+  void check_include(std::string_view args, size_t pos) {
+    std::string header;
+    if (args.size() >= 2 && ((args.front() == '<' && args.find('>') != std::string_view::npos) ||
+                             (args.front() == '"' && args.find('"', 1) != std::string_view::npos))) {
+      size_t close = args.find(args.front() == '<' ? '>' : '"', 1);
+      header = std::string(args.substr(1, close - 1));
+      bool angled = args.front() == '<';
+      bool allowed = angled && (cpu_ ? contains(kCpuIncludes, header)
+                                     : contains(kCudaIncludes, header));
+      if (allowed && trim(args.substr(close + 1)).empty()) return;
+      add("include:" + clip(header, kMaxRuleDetailChars), pos);
+      return;
+    }
+    add("include:" + clip(args, kMaxRuleDetailChars), pos);
+  }
+
+  void check_pragma(std::string_view args, size_t pos) {
+    std::string words = collapse_spaces(args);
+    auto allowed = [&](const char* prefix) {
+      std::string_view pre(prefix);
+      return words.rfind(pre, 0) == 0 && (words.size() == pre.size() || words[pre.size()] == ' ');
+    };
+    bool ok = cpu_ ? std::any_of(std::begin(kCpuPragmas), std::end(kCpuPragmas), allowed)
+                   : std::any_of(std::begin(kCudaPragmas), std::end(kCudaPragmas), allowed);
+    if (!ok) add("pragma:" + clip(words, kMaxRuleDetailChars), pos);
+  }
+
+  // Inline PTX is allowed on cuda, but not reading the global nanosecond timer from it.
+  void scan_ptx_text() {
+    const std::string& text = views_.directives;
+    for (size_t at = text.find("globaltimer"); at != std::string::npos;
+         at = text.find("globaltimer", at + 1)) {
+      add("timer:globaltimer", at);
+    }
+  }
+
+  bool cpu_;
+  SplicedText spliced_;
+  Views views_;
+  std::vector<std::string_view> lines_;
+  std::vector<ScanFinding> findings_;
+  std::set<std::pair<std::string, int>> seen_;
+};
+
+}  // namespace
+
+std::vector<ScanFinding> scan_source(std::string_view source, std::string_view backend) {
+  if (backend != "cpu" && backend != "cuda") {
+    return {{"backend:" + clip(backend, kMaxRuleDetailChars), 0,
+             "no scan rules for this backend; refusing the source"}};
+  }
+  return Scanner(source, backend == "cpu").run();
+}
+
+}  // namespace kiln::eval

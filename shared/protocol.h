@@ -1,0 +1,242 @@
+// Wire protocol between the coordinator (ZeroMQ ROUTER) and its workers (DEALER): the message
+// structs, their msgpack encoding (one flat map per frame) and a decoder for untrusted bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "shared/status.h"
+
+namespace kiln::proto {
+
+// Every message is ONE msgpack map: {"v": kProtocolVersion, "type": <kType>, "id": <message id>,
+// ...the fields of that type as further keys of the same map}.
+//
+// Decoding rules (the schema itself lives in shared/protocol_schema.h, shared by both directions):
+// - "v" (unsigned integer), "type" (string) and "id" (string, may be empty) are required.
+// - Fields marked [required] below must be present; every other field may be absent and then keeps
+//   its default. A present field of the wrong msgpack type is an error naming the field, e.g.
+//   "field 'capacity' of 'hello': expected unsigned integer, got string". nil is not "absent".
+// - Keys the decoder does not know are ignored, so a newer peer can add optional fields without a
+//   version bump. Removing or retyping a field needs a new kProtocolVersion.
+// - Strings are taken as bytes; the decoder does not check UTF-8.
+// - double fields accept msgpack floats and integers; uint32 fields accept non-negative integers
+//   below 2^32 only.
+inline constexpr uint32_t kProtocolVersion = 1;
+
+// Largest message decode() accepts by default; sockets set the same limit (ZMQ_MAXMSGSIZE).
+inline constexpr size_t kMaxMessageBytes = size_t{64} << 20;
+
+inline constexpr std::string_view kRoleEvaluator = "evaluator";
+inline constexpr std::string_view kRoleAgent = "agent";
+
+// Codes used in Error.code.
+inline constexpr std::string_view kErrorBadMessage = "bad_message";  // malformed payload
+inline constexpr std::string_view kErrorUnsupportedVersion = "unsupported_version";
+inline constexpr std::string_view kErrorTooLarge = "too_large";  // over the size limit
+
+// A worker announces itself. [required] role (kRoleEvaluator or kRoleAgent), worker_id.
+struct Hello {
+  static constexpr std::string_view kType = "hello";
+  std::string role;
+  std::string node;       // hostname
+  std::string worker_id;  // stable across reconnects of the same worker process
+  std::string gpu_model;  // e.g. "NVIDIA H100 80GB HBM3"; empty for cpu workers
+  std::string arch;       // e.g. "sm_90a/H100" or "cpu/x86_64"
+  std::vector<std::string> backends;
+  uint32_t capacity = 1;  // tasks it can hold at once
+  std::string version;    // kiln version string
+  bool operator==(const Hello&) const = default;
+};
+
+// Liveness only; any message counts as a heartbeat too.
+struct Heartbeat {
+  static constexpr std::string_view kType = "heartbeat";
+  bool operator==(const Heartbeat&) const = default;
+};
+
+// The worker asks for `count` more tasks. [required] count.
+struct Credit {
+  static constexpr std::string_view kType = "credit";
+  uint32_t count = 0;
+  bool operator==(const Credit&) const = default;
+};
+
+// Evaluate one candidate. The evaluator draws its verification seeds itself: the candidate's
+// author never sees them. [required] task_id, candidate_id, target, backend, source.
+struct EvaluateTask {
+  static constexpr std::string_view kType = "evaluate";
+  std::string task_id;
+  std::string candidate_id;
+  std::string target;
+  std::string backend;                        // "cuda", "cpu", ...
+  std::string source;                         // kernel text
+  std::map<std::string, std::string> params;  // -D macro values
+  std::vector<std::string> dtypes;
+  bool profile = false;
+  uint32_t deadline_ms = 0;  // 0: the evaluator's default
+  bool operator==(const EvaluateTask&) const = default;
+};
+
+// A parent handed to a proposer with its measurements. [required] candidate_id, source.
+struct ParentInfo {
+  std::string candidate_id;
+  std::string source;
+  std::map<std::string, std::string> params;
+  double time_us = 0;
+  std::map<std::string, double> metrics;  // profiler metrics by name
+  std::string bottleneck;                 // e.g. "memory-bound"; empty when not profiled
+  bool operator==(const ParentInfo&) const = default;
+};
+
+// Ask an agent for new candidates. [required] task_id, target, arch, backend.
+struct ProposeTask {
+  static constexpr std::string_view kType = "propose";
+  std::string task_id;
+  std::string target;
+  std::string arch;
+  std::string backend;
+  std::vector<ParentInfo> parents;
+  std::vector<std::string> failure_logs;
+  std::string operator_hint;
+  uint32_t count = 1;  // proposals wanted
+  bool operator==(const ProposeTask&) const = default;
+};
+
+// How an evaluation ended. On the wire: the lower_snake name (outcome_name()).
+enum class Outcome {
+  kVerified,
+  kCompileError,
+  kWrongAnswer,
+  kRejected,  // cheating detected, or a speed above the physical floor
+  kTimeout,
+  kCrash,
+  kInternalError,
+};
+
+// One verification stage's verdict. [required] name, passed.
+struct StageReport {
+  std::string name;
+  bool passed = false;
+  std::string detail;
+  double worst_rel_error = 0;
+  uint32_t cases = 0;
+  bool operator==(const StageReport&) const = default;
+};
+
+// Timing of a verified candidate; all keys optional (a map under "timing").
+struct Timing {
+  double median_us = 0;
+  double iqr_us = 0;
+  double min_us = 0;
+  uint32_t samples = 0;
+  double noise_rel = 0;  // relative noise reached when sampling stopped
+  double sm_clock_mhz = 0;
+  uint32_t dropped_samples = 0;  // throttled samples left out
+  bool operator==(const Timing&) const = default;
+};
+
+// Report of one evaluation. [required] task_id, candidate_id, outcome.
+struct EvaluationResult {
+  static constexpr std::string_view kType = "result";
+  std::string task_id;
+  std::string candidate_id;
+  std::string arch;
+  Outcome outcome = Outcome::kInternalError;
+  std::vector<StageReport> stages;
+  Timing timing;
+  std::map<std::string, double> metrics;
+  std::string log;  // compile log or crash reason
+  double wall_ms = 0;
+  bool operator==(const EvaluationResult&) const = default;
+};
+
+// One candidate from a proposer. [required] source.
+struct ProposedCandidate {
+  std::string source;
+  std::map<std::string, std::string> params;
+  std::string operator_name;
+  std::string parent_id;
+  std::string note;
+  bool operator==(const ProposedCandidate&) const = default;
+};
+
+// An agent's answer to a ProposeTask. [required] task_id.
+struct Proposal {
+  static constexpr std::string_view kType = "proposal";
+  std::string task_id;
+  std::string target;
+  std::vector<ProposedCandidate> candidates;
+  std::string error;  // empty when fine
+  bool operator==(const Proposal&) const = default;
+};
+
+// Either side rejects a message. [required] code, message.
+struct Error {
+  static constexpr std::string_view kType = "error";
+  std::string code;  // kErrorBadMessage, ...
+  std::string message;
+  std::string ref_id;  // id of the message it answers; empty when unknown
+  bool operator==(const Error&) const = default;
+};
+
+// The sender is leaving. No required fields.
+struct Bye {
+  static constexpr std::string_view kType = "bye";
+  std::string reason;
+  bool operator==(const Bye&) const = default;
+};
+
+using Message = std::variant<Hello, Heartbeat, Credit, EvaluateTask, ProposeTask, EvaluationResult,
+                             Proposal, Error, Bye>;
+
+struct Envelope {
+  uint32_t v = kProtocolVersion;
+  std::string id;  // unique per sender (see IdGenerator)
+  Message body;
+  bool operator==(const Envelope&) const = default;
+};
+
+// Encodes one message. Never fails (a string over 4 GiB is a caller bug and aborts).
+std::string encode(const Envelope& envelope);
+
+// Decodes and validates untrusted bytes. Errors: kOutOfRange when bytes exceed max_bytes (checked
+// before unpacking), kUnimplemented for a protocol version other than kProtocolVersion,
+// kResourceExhausted when memory runs out, kInvalidArgument for everything else (empty, not
+// msgpack, truncated, trailing bytes, not a map, missing or mistyped field, unknown type, a
+// container nested deeper than 8 or claiming more elements than the payload could hold). Never
+// throws.
+Result<Envelope> decode(std::string_view bytes, size_t max_bytes = kMaxMessageBytes);
+
+// The wire "type" of a message, e.g. "result".
+std::string_view type_name(const Message& message);
+
+std::string outcome_name(Outcome outcome);             // "compile_error"
+Result<Outcome> parse_outcome(std::string_view name);  // kInvalidArgument if unknown
+
+// The Error.code that answers a decode() failure: kErrorUnsupportedVersion, kErrorTooLarge or
+// kErrorBadMessage.
+std::string error_code_for(const Status& decode_error);
+
+// An Error reply to the message `ref_id`. Its envelope id is empty: the sender sets it from its
+// IdGenerator before encoding.
+Envelope make_error_reply(std::string_view ref_id, std::string code, std::string message);
+
+// Message ids "<prefix>-1", "<prefix>-2", ... Owned by one sender and not thread-safe. The prefix
+// should make ids unique across restarts too (e.g. worker id plus start time).
+class IdGenerator {
+ public:
+  explicit IdGenerator(std::string prefix) : prefix_(std::move(prefix)) {}
+  std::string next();
+
+ private:
+  std::string prefix_;
+  uint64_t counter_ = 0;
+};
+
+}  // namespace kiln::proto

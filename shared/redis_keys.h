@@ -1,0 +1,39 @@
+// The Redis key layout (DESIGN.md "Redis layout"): the one place that spells kiln's keys. Every
+// key starts with "kiln:" and its components are separated by ':'.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "shared/status.h"
+
+namespace kiln::redis::keys {
+
+inline constexpr std::string_view kPrefix = "kiln:";
+
+// The layout version stored under schema_version(). Bump it when a key or a field changes meaning;
+// Store::init_schema refuses to run against a database written with another version.
+inline constexpr int kSchemaVersion = 1;
+
+// OK when `component` may be used inside a key: not empty, at most kMaxComponentBytes, and free of
+// ':' (it would shift every later component of the layout), whitespace and control bytes (they
+// break logs and redis-cli), and the glob characters * ? [ ] (they would make SCAN/KEYS patterns
+// over the layout match the wrong keys).
+inline constexpr size_t kMaxComponentBytes = 200;
+Status validate_key_component(std::string_view component);
+
+// The builders below format keys and do not validate: every component must have passed
+// validate_key_component (Store does this for all input it receives).
+std::string schema_version();                 // kiln:schema
+std::string target(std::string_view target);  // kiln:target:{t}
+std::string population(std::string_view target, std::string_view arch,
+                       std::string_view island);                   // kiln:pop:{t}:{arch}:{island}
+std::string candidate(std::string_view id);                        // kiln:cand:{id}
+std::string source(std::string_view hash);                         // kiln:src:{hash}
+std::string binary(std::string_view hash, std::string_view arch);  // kiln:bin:{hash}:{arch}
+std::string result(std::string_view id, std::string_view arch);    // kiln:result:{id}:{arch}
+std::string lease(std::string_view task);                          // kiln:lease:{task}
+std::string inflight();                                            // kiln:inflight
+std::string events(std::string_view run);                          // kiln:events:{run}
+
+}  // namespace kiln::redis::keys

@@ -1,0 +1,273 @@
+// Store implementation: validates key components, then issues the layout's reads and grouped
+// writes (MULTI/EXEC or Lua) through RedisClient.
+#include "shared/redis_store.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+
+#include "shared/hash.h"
+#include "shared/redis_keys.h"
+
+namespace kiln::redis {
+
+namespace {
+
+// KEYS[1] = kiln:lease:{task}, KEYS[2] = kiln:inflight; ARGV = task id, payload, deadline (ms).
+constexpr const char* kLeaseScript = R"lua(
+redis.call('HSET', KEYS[1], 'payload', ARGV[2], 'deadline_ms', ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return 1
+)lua";
+
+// KEYS as above; ARGV = task id. Returns 1 when a lease was removed.
+constexpr const char* kReleaseScript = R"lua(
+local removed = redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return removed
+)lua";
+
+Status validate_components(
+    std::initializer_list<std::pair<std::string_view, std::string_view>> named_components) {
+  for (const auto& [name, value] : named_components) {
+    KILN_RETURN_IF_ERROR(keys::validate_key_component(value).with_context(name));
+  }
+  return Status::ok();
+}
+
+// Shortest text that reads back as the same double (Redis parses it with strtod).
+std::string format_score(double score) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", score);
+  return buffer;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> parse_field_pairs(const Reply& reply,
+                                                                           std::string_view what) {
+  if (!reply.is_array() || reply.elements.size() % 2 != 0) {
+    return internal_error(std::string(what) + ": expected an array of field/value pairs");
+  }
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (size_t i = 0; i < reply.elements.size(); i += 2) {
+    KILN_ASSIGN_OR_RETURN(std::string field, reply.elements[i].as_string());
+    KILN_ASSIGN_OR_RETURN(std::string value, reply.elements[i + 1].as_string());
+    fields.emplace_back(std::move(field), std::move(value));
+  }
+  return fields;
+}
+
+}  // namespace
+
+Status Store::init_schema() {
+  std::string key = keys::schema_version();
+  std::string wanted = std::to_string(keys::kSchemaVersion);
+  KILN_ASSIGN_OR_RETURN(Reply set, client_->command_idempotent({"SET", key, wanted, "NX"}));
+  if (!set.is_nil()) return Status::ok();  // +OK: we wrote it
+  KILN_ASSIGN_OR_RETURN(Reply get, client_->command_idempotent({"GET", key}));
+  KILN_ASSIGN_OR_RETURN(std::optional<std::string> stored, get.as_optional_string());
+  if (stored == wanted) return Status::ok();
+  return failed_precondition(
+      "redis at " + client_->describe() + ": " + key + " holds layout version '" +
+      stored.value_or("(deleted meanwhile)") + "' but this kiln uses version " + wanted +
+      "; point kiln at an empty database (another db number or server), or run the kiln "
+      "release that wrote it; FLUSHDB only after saving anything you need");
+}
+
+Result<std::string> Store::put_source(std::string_view text) {
+  std::string hash = sha256_hex(text);
+  // SET NX of content-addressed data: running it twice is harmless, so it may be retried.
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent(
+                                         {"SET", keys::source(hash), std::string(text), "NX"}));
+  return hash;
+}
+
+Result<std::optional<std::string>> Store::get_source(std::string_view hash) {
+  KILN_RETURN_IF_ERROR(validate_components({{"source hash", hash}}));
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent({"GET", keys::source(hash)}));
+  return reply.as_optional_string();
+}
+
+Status Store::put_result_once(std::string_view id, std::string_view arch, std::string_view bytes) {
+  KILN_RETURN_IF_ERROR(validate_components({{"candidate id", id}, {"arch", arch}}));
+  std::string key = keys::result(id, arch);
+  // Not retried after a lost connection: a retry could see our own first write as "present".
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command({"SET", key, std::string(bytes), "NX"}));
+  if (reply.is_nil()) {
+    return Status(StatusCode::kAlreadyExists,
+                  "redis " + key + ": result already written (results are written once)");
+  }
+  return Status::ok();
+}
+
+Result<std::optional<std::string>> Store::get_result(std::string_view id, std::string_view arch) {
+  KILN_RETURN_IF_ERROR(validate_components({{"candidate id", id}, {"arch", arch}}));
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent({"GET", keys::result(id, arch)}));
+  return reply.as_optional_string();
+}
+
+Status Store::add_candidate(const CandidateRecord& record, const PopulationKey& population,
+                            double score) {
+  KILN_RETURN_IF_ERROR(validate_components({{"candidate id", record.id},
+                                            {"target", population.target},
+                                            {"arch", population.arch},
+                                            {"island", population.island}}));
+  if (record.island != population.island) {
+    return invalid_argument("candidate " + record.id + " is on island '" + record.island +
+                            "' but was added to population island '" + population.island + "'");
+  }
+  if (std::isnan(score)) return invalid_argument("candidate " + record.id + ": score is NaN");
+  std::string cand_key = keys::candidate(record.id);
+  std::string pop_key = keys::population(population.target, population.arch, population.island);
+  KILN_ASSIGN_OR_RETURN(
+      std::vector<Reply> replies,
+      client_->transaction(
+          {{"HSET", cand_key, "source_hash", record.source_hash, "params", record.params, "parent",
+            record.parent, "operator", record.operator_name, "generation",
+            std::to_string(record.generation), "island", record.island, "status", record.status},
+           {"ZADD", pop_key, format_score(score), record.id}}));
+  for (const Reply& reply : replies) {
+    KILN_RETURN_IF_ERROR(check_reply(reply).with_context("adding candidate " + record.id + " to " +
+                                                         pop_key + " (partially applied)"));
+  }
+  return Status::ok();
+}
+
+Result<std::optional<CandidateRecord>> Store::get_candidate(std::string_view id) {
+  KILN_RETURN_IF_ERROR(validate_components({{"candidate id", id}}));
+  std::string key = keys::candidate(id);
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent({"HGETALL", key}));
+  KILN_ASSIGN_OR_RETURN(auto fields, parse_field_pairs(reply, "redis HGETALL " + key));
+  if (fields.empty()) return std::optional<CandidateRecord>();
+  CandidateRecord record;
+  record.id = std::string(id);
+  for (auto& [field, value] : fields) {
+    if (field == "source_hash") {
+      record.source_hash = std::move(value);
+    } else if (field == "params") {
+      record.params = std::move(value);
+    } else if (field == "parent") {
+      record.parent = std::move(value);
+    } else if (field == "operator") {
+      record.operator_name = std::move(value);
+    } else if (field == "island") {
+      record.island = std::move(value);
+    } else if (field == "status") {
+      record.status = std::move(value);
+    } else if (field == "generation") {
+      auto [ptr, ec] =
+          std::from_chars(value.data(), value.data() + value.size(), record.generation);
+      if (value.empty() || ec != std::errc() || ptr != value.data() + value.size()) {
+        return data_loss("redis " + key + ": field generation '" + value + "' is not an integer");
+      }
+    }
+  }
+  return std::optional<CandidateRecord>(std::move(record));
+}
+
+Result<std::vector<std::pair<std::string, double>>> Store::population_best(std::string_view target,
+                                                                           std::string_view arch,
+                                                                           std::string_view island,
+                                                                           size_t n) {
+  KILN_RETURN_IF_ERROR(
+      validate_components({{"target", target}, {"arch", arch}, {"island", island}}));
+  std::vector<std::pair<std::string, double>> best;
+  if (n == 0) return best;
+  std::string key = keys::population(target, arch, island);
+  KILN_ASSIGN_OR_RETURN(
+      Reply reply,
+      client_->command_idempotent({"ZRANGE", key, "0", std::to_string(n - 1), "WITHSCORES"}));
+  KILN_ASSIGN_OR_RETURN(auto pairs, parse_field_pairs(reply, "redis ZRANGE " + key));
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    char* end = nullptr;
+    const std::string& text = pairs[i].second;
+    double score = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size()) {
+      return data_loss("redis ZRANGE " + key + ": score '" + text + "' is not a number");
+    }
+    best.emplace_back(std::move(pairs[i].first), score);
+  }
+  return best;
+}
+
+Status Store::lease_task(std::string_view task_id, std::string_view payload,
+                         int64_t deadline_ms_epoch) {
+  KILN_RETURN_IF_ERROR(validate_components({{"task id", task_id}}));
+  KILN_ASSIGN_OR_RETURN(Reply reply,
+                        client_->eval(kLeaseScript, {keys::lease(task_id), keys::inflight()},
+                                      {std::string(task_id), std::string(payload),
+                                       std::to_string(deadline_ms_epoch)}));
+  return Status::ok();
+}
+
+Result<std::vector<std::string>> Store::expired_leases(int64_t now_ms, size_t max_count) {
+  std::vector<std::string> expired;
+  if (max_count == 0) return expired;
+  KILN_ASSIGN_OR_RETURN(Reply reply,
+                        client_->command_idempotent({"ZRANGEBYSCORE", keys::inflight(), "-inf",
+                                                     std::to_string(now_ms), "LIMIT", "0",
+                                                     std::to_string(max_count)}));
+  if (!reply.is_array()) return internal_error("redis ZRANGEBYSCORE kiln:inflight: not an array");
+  for (const Reply& element : reply.elements) {
+    KILN_ASSIGN_OR_RETURN(std::string task, element.as_string());
+    expired.push_back(std::move(task));
+  }
+  return expired;
+}
+
+Result<std::optional<std::string>> Store::lease_payload(std::string_view task_id) {
+  KILN_RETURN_IF_ERROR(validate_components({{"task id", task_id}}));
+  KILN_ASSIGN_OR_RETURN(Reply reply,
+                        client_->command_idempotent({"HGET", keys::lease(task_id), "payload"}));
+  return reply.as_optional_string();
+}
+
+Status Store::release_lease(std::string_view task_id) {
+  KILN_RETURN_IF_ERROR(validate_components({{"task id", task_id}}));
+  KILN_ASSIGN_OR_RETURN(Reply reply,
+                        client_->eval(kReleaseScript, {keys::lease(task_id), keys::inflight()},
+                                      {std::string(task_id)}));
+  return Status::ok();
+}
+
+Result<std::string> Store::append_event(
+    std::string_view run, const std::vector<std::pair<std::string, std::string>>& fields) {
+  KILN_RETURN_IF_ERROR(validate_components({{"run id", run}}));
+  if (fields.empty())
+    return invalid_argument("event for run " + std::string(run) + " has no fields");
+  std::vector<std::string> args = {"XADD", keys::events(run), "*"};
+  for (const auto& [field, value] : fields) {
+    args.push_back(field);
+    args.push_back(value);
+  }
+  // Not retried: a retry after a lost connection could append the event twice.
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command(args));
+  return reply.as_string();
+}
+
+Result<std::vector<StreamEvent>> Store::read_events(std::string_view run, std::string_view after_id,
+                                                    size_t count) {
+  KILN_RETURN_IF_ERROR(validate_components({{"run id", run}}));
+  if (count == 0) return invalid_argument("read_events: count must be positive");
+  std::string key = keys::events(run);
+  // "(" makes the start exclusive (Redis >= 6.2).
+  std::string start = after_id.empty() ? "-" : "(" + std::string(after_id);
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent({"XRANGE", key, start, "+",
+                                                                  "COUNT", std::to_string(count)}));
+  if (!reply.is_array()) return internal_error("redis XRANGE " + key + ": not an array");
+  std::vector<StreamEvent> events;
+  for (const Reply& entry : reply.elements) {
+    if (!entry.is_array() || entry.elements.size() != 2) {
+      return internal_error("redis XRANGE " + key + ": malformed entry");
+    }
+    StreamEvent event;
+    KILN_ASSIGN_OR_RETURN(event.id, entry.elements[0].as_string());
+    KILN_ASSIGN_OR_RETURN(event.fields,
+                          parse_field_pairs(entry.elements[1], "redis XRANGE " + key));
+    events.push_back(std::move(event));
+  }
+  return events;
+}
+
+}  // namespace kiln::redis
