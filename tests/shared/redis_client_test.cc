@@ -20,20 +20,8 @@ using Clock = std::chrono::steady_clock;
 using kiln::testing::RedisServer;
 using kiln::testing::TempDir;
 
-// RedisServer returns once the socket file exists, which redis-server creates (bind) just before
-// it listens; connecting in between is refused. Waits until a connection is not refused.
-void wait_until_listening(const std::string& socket_path) {
-  RedisOptions options;
-  options.url = "unix://" + socket_path;
-  for (int i = 0; i < 200; ++i) {
-    if (RedisClient::connect(options).status().code() != StatusCode::kUnavailable) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 #define KILN_SKIP_WITHOUT(server)                                                              \
-  if (!(server).started()) GTEST_SKIP() << "redis-server did not start: " << (server).error(); \
-  wait_until_listening((server).socket_path())
+  if (!(server).started()) GTEST_SKIP() << "redis-server did not start: " << (server).error()
 
 RedisOptions options_for(const std::string& socket_path) {
   RedisOptions options;

@@ -3,7 +3,10 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
+
+#include "shared/local_redis.h"
 
 namespace kiln::testing {
 
@@ -23,8 +26,8 @@ class TempDir {
   std::string path_;
 };
 
-// Starts `redis-server` (from $KILN_REDIS_SERVER, next to the kiln binary or PATH) listening only on
-// a unix socket in a temporary directory, and stops it (SIGTERM, then SIGKILL) on destruction.
+// A LocalRedis (shared/local_redis.h) in a temporary directory: a real redis-server on a unix
+// socket, stopped on destruction.
 // Optional `extra_config` lines are appended to its config (e.g. "requirepass s3cret").
 class RedisServer {
  public:
@@ -33,17 +36,17 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  bool started() const { return pid_ > 0; }
+  bool started() const { return redis_ != nullptr && redis_->pid() > 0; }
   const std::string& error() const { return error_; }  // why it did not start
   const std::string& socket_path() const { return socket_; }
-  pid_t pid() const { return pid_; }
-  void kill_now();  // SIGKILL, for fault tests
+  pid_t pid() const { return redis_ ? redis_->pid() : -1; }
+  void kill_now() { if (redis_) redis_->kill_now(); }  // SIGKILL, for fault tests
 
  private:
   TempDir dir_;
   std::string socket_;
   std::string error_;
-  pid_t pid_ = -1;
+  std::unique_ptr<LocalRedis> redis_;
 };
 
 // Path to the built `kiln` binary.

@@ -1,0 +1,125 @@
+// Starts and stops a private redis-server.
+#include "shared/local_redis.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace kiln {
+namespace fs = std::filesystem;
+namespace {
+
+bool accepts_connections(const std::string& path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", path.c_str());
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+std::string log_tail(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, tail;
+  while (std::getline(in, line)) {
+    tail += line + "\n";
+    if (tail.size() > 2000) tail.erase(0, tail.size() - 2000);
+  }
+  return tail;
+}
+
+}  // namespace
+
+std::string find_redis_server() {
+  if (const char* env = std::getenv("KILN_REDIS_SERVER"); env && *env) return env;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec && fs::exists(exe.parent_path() / "redis-server")) {
+    return (exe.parent_path() / "redis-server").string();
+  }
+  return "redis-server";
+}
+
+Result<std::unique_ptr<LocalRedis>> LocalRedis::start(const LocalRedisOptions& options) {
+  std::error_code ec;
+  fs::create_directories(options.dir, ec);
+  if (ec) return unavailable("creating " + options.dir + ": " + ec.message());
+  std::unique_ptr<LocalRedis> r(new LocalRedis());
+  std::string dir = fs::absolute(options.dir).string();
+  r->socket_ = dir + "/redis.sock";
+  // A unix socket path is limited to 107 bytes.
+  if (r->socket_.size() > 100) return invalid_argument("socket path too long: " + r->socket_);
+  fs::remove(r->socket_, ec);
+  std::string conf = dir + "/redis.conf";
+  {
+    std::ofstream out(conf);
+    out << "port 0\nunixsocket " << r->socket_ << "\nunixsocketperm 700\ndir " << dir
+        << "\ndaemonize no\nlogfile " << dir << "/redis.log\nsave \"\"\n"
+        << (options.persist ? "appendonly yes\nappendfsync everysec\n" : "appendonly no\n")
+        << options.extra_config << "\n";
+    if (!out) return unavailable("writing " + conf);
+  }
+  r->server_ = find_redis_server();
+  std::vector<char*> argv = {r->server_.data(), conf.data(), nullptr};
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setpgroup(&attr, 0);  // Ctrl-C in a terminal goes to kiln, which stops redis
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  int err = posix_spawnp(&r->pid_, r->server_.c_str(), nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (err != 0) {
+    r->pid_ = -1;
+    return unavailable("starting " + r->server_ + ": " + std::strerror(err) +
+                       " (install redis-server: scripts/bootstrap)");
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.start_timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (accepts_connections(r->socket_)) return r;
+    int status = 0;
+    if (waitpid(r->pid_, &status, WNOHANG) == r->pid_) {
+      r->pid_ = -1;
+      return unavailable(r->server_ + " exited at start; its log says:\n" + log_tail(dir + "/redis.log"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return deadline_exceeded(r->server_ + " did not listen on " + r->socket_ + " within " +
+                           std::to_string(options.start_timeout_ms) + " ms");
+}
+
+void LocalRedis::kill_now() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+LocalRedis::~LocalRedis() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  for (int i = 0; i < 300; ++i) {
+    if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill_now();
+}
+
+}  // namespace kiln

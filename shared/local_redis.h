@@ -1,0 +1,44 @@
+// A private redis-server on a unix socket in a folder of kiln's (for `kiln run` without --redis,
+// `kiln selftest` and tests): started from $KILN_REDIS_SERVER, beside the kiln binary (bundles) or
+// PATH, listening on no TCP port, stopped (SIGTERM, then SIGKILL) when the object goes away.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "shared/status.h"
+
+namespace kiln {
+
+struct LocalRedisOptions {
+  std::string dir;            // holds redis.sock, redis.conf, redis.log and the data files
+  bool persist = false;       // AOF on (appendfsync everysec), for runs that must survive restarts
+  std::string extra_config;   // more redis.conf lines (e.g. "requirepass s3cret")
+  uint32_t start_timeout_ms = 5000;
+};
+
+class LocalRedis {
+ public:
+  static Result<std::unique_ptr<LocalRedis>> start(const LocalRedisOptions& options);
+  ~LocalRedis();
+  LocalRedis(const LocalRedis&) = delete;
+  LocalRedis& operator=(const LocalRedis&) = delete;
+
+  const std::string& socket_path() const { return socket_; }
+  std::string url() const { return "unix://" + socket_; }
+  pid_t pid() const { return pid_; }
+  const std::string& server_path() const { return server_; }
+  void kill_now();  // SIGKILL, for fault tests
+
+ private:
+  LocalRedis() = default;
+  std::string socket_, server_;
+  pid_t pid_ = -1;
+};
+
+// The redis-server executable kiln would start.
+std::string find_redis_server();
+
+}  // namespace kiln
