@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
 #include "shared/logging.h"
 
@@ -55,6 +56,8 @@ int run_app(int argc, char** argv) {
       return 0;
     };
   });
+
+  add_selftest_command(app, action);
 
   struct Planned {
     const char* name;
