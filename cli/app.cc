@@ -8,9 +8,12 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <string_view>
 
+#include "cli/eval_cmd.h"
 #include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
+#include "evaluator/sandbox_child.h"
 #include "shared/logging.h"
 
 namespace kiln::cli {
@@ -34,6 +37,10 @@ int not_yet(const std::string& name, const std::string& step) {
 }  // namespace
 
 int run_app(int argc, char** argv) {
+  // Hidden: the sandbox child (evaluator/sandbox.h) runs before any option parsing or logging.
+  if (argc >= 2 && std::string_view(argv[1]) == "__sandbox") {
+    return kiln::eval::sandbox_child_main(argc - 1, argv + 1);
+  }
   CLI::App app{kDescription, "kiln"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
@@ -57,6 +64,7 @@ int run_app(int argc, char** argv) {
     };
   });
 
+  add_eval_command(app, action);
   add_selftest_command(app, action);
 
   struct Planned {
@@ -70,7 +78,6 @@ int run_app(int argc, char** argv) {
       {"coordinator", "Run the coordinator (search engine; binds a ZeroMQ ROUTER)", "step 4"},
       {"evaluator", "Run an evaluator daemon for one GPU (or the cpu backend)", "step 2"},
       {"agent", "Run a proposal agent (built-in proposer or an LLM over HTTP)", "step 4"},
-      {"eval", "Evaluate one candidate without a cluster: compile, verify, time", "step 2"},
       {"status", "Show a running cluster's targets, populations and workers", "step 4"},
       {"export", "Write the best verified kernel of a target with its verification record",
        "step 4"},

@@ -1,0 +1,283 @@
+// CudaDevice: context, stream and event setup, module loading, memory, launches, timing, and the
+// poisoning of the device after a sticky CUDA error.
+#include "evaluator/cuda/cuda_device.h"
+
+#ifdef KILN_HAVE_CUDA
+
+#include <utility>
+
+namespace kiln::cuda {
+namespace {
+
+CUdeviceptr device_ptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+}  // namespace
+
+// Calls `fn` through the device's table and records a sticky error as poison.
+#define KILN_DEVICE_CU(fn, ...) note(api_.fn(__VA_ARGS__), #fn, __FILE__, __LINE__)
+
+std::string arch_for_compute_capability(int major, int minor) {
+  // The "a" targets unlock wgmma/setmaxnreg (9.0) and tcgen05 (10.0); their cubins run only on
+  // that exact chip, which suits kiln: results are per GPU model anyway.
+  if (major == 9 && minor == 0) return "sm_90a";
+  if (major == 10 && minor == 0) return "sm_100a";
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
+CudaDevice::CudaDevice(const DriverApi& api, int ordinal) : api_(api), ordinal_(ordinal) {}
+
+CudaDevice::~CudaDevice() {
+  if (!context_) return;
+  // Destruction needs the context current; errors are expected (and ignored) once poisoned.
+  KILN_CU(api_, cuCtxSetCurrent, context_.get()).ignore();
+  kernels_.clear();
+  allocations_.clear();
+  flush_buffer_.reset().ignore();
+  stop_.reset().ignore();
+  start_.reset().ignore();
+  stream_.reset().ignore();
+  context_.reset().ignore();
+}
+
+Result<std::unique_ptr<CudaDevice>> CudaDevice::open(const DriverApi& api, int ordinal) {
+  std::unique_ptr<CudaDevice> device(new CudaDevice(api, ordinal));
+  if (Status s = device->init(); !s.is_ok()) {
+    return s.with_context("opening CUDA device " + std::to_string(ordinal));
+  }
+  return device;
+}
+
+Status CudaDevice::init() {
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuDeviceGet, &device_, ordinal_));
+  char name[256] = {};
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuDeviceGetName, name, sizeof(name), device_));
+  name_ = name;
+  int major = 0;
+  int minor = 0;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuDeviceGetAttribute, &major,
+                                      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_));
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuDeviceGetAttribute, &minor,
+                                      CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_));
+  arch_ = arch_for_compute_capability(major, minor);
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuDeviceGetAttribute, &l2_cache_bytes_,
+                                      CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_));
+  char bus_id[64] = {};
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuDeviceGetPCIBusId, bus_id, sizeof(bus_id), device_));
+  pci_bus_id_ = bus_id;
+
+  // A context of our own (not the primary one), so nothing else in the process shares its
+  // allocations or its sticky errors. CUDA 13's cuCtxCreate (_v4) takes CUctxCreateParams*;
+  // null means no execution affinity and no CIG mode. It also makes the context current here.
+  CUcontext context = nullptr;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuCtxCreate, &context, nullptr, 0, device_));
+  context_ = ContextHandle(api_, context);
+
+  // Non-blocking: the legacy NULL stream never implicitly orders against it, so every operation
+  // here is explicitly ordered on stream_ (hazard: never mix in synchronous NULL-stream calls).
+  CUstream stream = nullptr;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuStreamCreate, &stream, CU_STREAM_NON_BLOCKING));
+  stream_ = StreamHandle(api_, stream);
+  CUevent start = nullptr;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuEventCreate, &start, CU_EVENT_DEFAULT));
+  start_ = EventHandle(api_, start);
+  CUevent stop = nullptr;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuEventCreate, &stop, CU_EVENT_DEFAULT));
+  stop_ = EventHandle(api_, stop);
+  return Status::ok();
+}
+
+Status CudaDevice::note(CUresult result, const char* call, const char* file, int line) {
+  Status status = api_.check(result, call, file, line);
+  if (!status.is_ok() && poison_.is_ok() && DriverApi::is_sticky(result)) poison_ = status;
+  return status;
+}
+
+Status CudaDevice::enter() {
+  if (!poison_.is_ok()) {
+    return failed_precondition("device context is poisoned by an earlier error: " +
+                               poison_.message());
+  }
+  return KILN_DEVICE_CU(cuCtxSetCurrent, context_.get());
+}
+
+Result<CudaDevice::Kernel*> CudaDevice::find(eval::KernelHandle kernel) {
+  auto it = kernels_.find(kernel);
+  if (it == kernels_.end()) {
+    return invalid_argument("unknown kernel handle " + std::to_string(kernel));
+  }
+  return &it->second;
+}
+
+Result<eval::KernelHandle> CudaDevice::load(const std::string& binary,
+                                            const std::string& kernel_name) {
+  KILN_RETURN_IF_ERROR(enter());
+  if (binary.empty()) return invalid_argument("load: empty binary");
+  CUmodule module = nullptr;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuModuleLoadData, &module, binary.data()));
+  Kernel kernel;
+  kernel.name = kernel_name;
+  kernel.module = ModuleHandle(api_, module);
+  if (Status s = KILN_DEVICE_CU(cuModuleGetFunction, &kernel.function, module,
+                                kernel_name.c_str());
+      !s.is_ok()) {
+    return s.with_context("kernel '" + kernel_name + "' (is it extern \"C\" __global__?)");
+  }
+  // cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE past the last parameter.
+  for (size_t i = 0;; ++i) {
+    size_t offset = 0;
+    size_t bytes = 0;
+    CUresult result = api_.cuFuncGetParamInfo(kernel.function, i, &offset, &bytes);
+    if (result == CUDA_ERROR_INVALID_VALUE) break;
+    KILN_RETURN_IF_ERROR(note(result, "cuFuncGetParamInfo", __FILE__, __LINE__));
+    kernel.param_bytes.push_back(bytes);
+  }
+  eval::KernelHandle handle = next_kernel_++;
+  kernels_.emplace(handle, std::move(kernel));
+  return handle;
+}
+
+Status CudaDevice::unload(eval::KernelHandle kernel) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_ASSIGN_OR_RETURN(Kernel * k, find(kernel));
+  CUmodule module = k->module.release();
+  kernels_.erase(kernel);
+  return KILN_DEVICE_CU(cuModuleUnload, module);
+}
+
+Result<void*> CudaDevice::alloc(size_t bytes) {
+  KILN_RETURN_IF_ERROR(enter());
+  if (bytes == 0) return invalid_argument("alloc of 0 bytes");
+  CUdeviceptr ptr = 0;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuMemAlloc, &ptr, bytes));
+  allocations_.emplace(ptr, DeviceMemory(api_, ptr));
+  return reinterpret_cast<void*>(ptr);
+}
+
+Status CudaDevice::free(void* ptr) {
+  KILN_RETURN_IF_ERROR(enter());
+  auto it = allocations_.find(device_ptr(ptr));
+  if (it == allocations_.end()) {
+    return invalid_argument("free of a pointer this device did not allocate");
+  }
+  CUdeviceptr owned = it->second.release();
+  allocations_.erase(it);
+  return KILN_DEVICE_CU(cuMemFree, owned);
+}
+
+// The three memory operations run on stream_ (so they follow earlier launches) and wait for it:
+// when they return, the data has arrived.
+Status CudaDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_RETURN_IF_ERROR(
+      KILN_DEVICE_CU(cuMemcpyHtoDAsync, device_ptr(dst), src, bytes, stream_.get()));
+  return KILN_DEVICE_CU(cuStreamSynchronize, stream_.get());
+}
+
+Status CudaDevice::copy_to_host(void* dst, const void* src, size_t bytes) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_RETURN_IF_ERROR(
+      KILN_DEVICE_CU(cuMemcpyDtoHAsync, dst, device_ptr(src), bytes, stream_.get()));
+  return KILN_DEVICE_CU(cuStreamSynchronize, stream_.get());
+}
+
+Status CudaDevice::fill(void* dst, unsigned char byte, size_t bytes) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_RETURN_IF_ERROR(
+      KILN_DEVICE_CU(cuMemsetD8Async, device_ptr(dst), byte, bytes, stream_.get()));
+  return KILN_DEVICE_CU(cuStreamSynchronize, stream_.get());
+}
+
+Status CudaDevice::enqueue_launch(Kernel& kernel, const eval::LaunchGeometry& geometry,
+                                  const std::vector<eval::KernelArg>& args) {
+  // The driver reads each parameter's size from the cubin, not from us: a mismatched argument
+  // list would make it read past our values. Reject it here instead.
+  if (args.size() != kernel.param_bytes.size()) {
+    return invalid_argument("kernel '" + kernel.name + "' takes " +
+                            std::to_string(kernel.param_bytes.size()) + " parameters, " +
+                            std::to_string(args.size()) + " arguments given");
+  }
+  std::vector<void*> params(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].size != kernel.param_bytes[i]) {
+      return invalid_argument("kernel '" + kernel.name + "' parameter " + std::to_string(i) +
+                              " is " + std::to_string(kernel.param_bytes[i]) +
+                              " bytes, argument is " + std::to_string(args[i].size));
+    }
+    // cuLaunchKernel copies the values before it returns; the const_cast is for its void**.
+    params[i] = const_cast<unsigned char*>(args[i].bytes);
+  }
+  if (geometry.shared_bytes > kernel.dynamic_shared_limit_bytes) {
+    KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuFuncSetAttribute, kernel.function,
+                                        CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        static_cast<int>(geometry.shared_bytes)));
+    kernel.dynamic_shared_limit_bytes = geometry.shared_bytes;
+  }
+  return KILN_DEVICE_CU(cuLaunchKernel, kernel.function, geometry.grid[0], geometry.grid[1],
+                        geometry.grid[2], geometry.block[0], geometry.block[1], geometry.block[2],
+                        geometry.shared_bytes, stream_.get(),
+                        params.empty() ? nullptr : params.data(), nullptr);
+}
+
+Status CudaDevice::launch(eval::KernelHandle kernel, const eval::LaunchGeometry& geometry,
+                          const std::vector<eval::KernelArg>& args) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_ASSIGN_OR_RETURN(Kernel * k, find(kernel));
+  return enqueue_launch(*k, geometry, args);
+}
+
+Status CudaDevice::synchronize() {
+  KILN_RETURN_IF_ERROR(enter());
+  return KILN_DEVICE_CU(cuCtxSynchronize);
+}
+
+Result<double> CudaDevice::time_launch(eval::KernelHandle kernel,
+                                       const eval::LaunchGeometry& geometry,
+                                       const std::vector<eval::KernelArg>& args, bool flush_l2) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_ASSIGN_OR_RETURN(Kernel * k, find(kernel));
+  if (flush_l2 && l2_cache_bytes_ > 0) {
+    // Writing twice the L2's size evicts whatever the kernel's previous run left there. Outside
+    // the timed region, but stream-ordered, so the kernel starts after it. HAZARD: the lines it
+    // leaves are dirty, so the kernel's first misses also cost write-backs of this buffer.
+    if (!flush_buffer_) {
+      flush_bytes_ = 2 * static_cast<size_t>(l2_cache_bytes_);
+      CUdeviceptr buffer = 0;
+      KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuMemAlloc, &buffer, flush_bytes_));
+      flush_buffer_ = DeviceMemory(api_, buffer);
+    }
+    ++flush_byte_;  // a new value each time, so no write is skipped as unchanged
+    KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuMemsetD8Async, flush_buffer_.get(), flush_byte_,
+                                        flush_bytes_, stream_.get()));
+  }
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuEventRecord, start_.get(), stream_.get()));
+  KILN_RETURN_IF_ERROR(enqueue_launch(*k, geometry, args));
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuEventRecord, stop_.get(), stream_.get()));
+  // Device-wide, so nothing launched in this sample is still running when the next begins, and
+  // a fault in the kernel surfaces here. Candidates cannot start work elsewhere: the sandbox owns
+  // stream creation and NVRTC builds without -rdc, so device-side launches cannot link.
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuCtxSynchronize));
+  float elapsed_ms = 0;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuEventElapsedTime, &elapsed_ms, start_.get(), stop_.get()));
+  return static_cast<double>(elapsed_ms) * 1000.0;
+}
+
+int CudaDevice::sm_clock_mhz() { return api_.sm_clock_mhz(pci_bus_id_); }
+
+Result<KernelAttributes> CudaDevice::kernel_attributes(eval::KernelHandle kernel) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_ASSIGN_OR_RETURN(Kernel * k, find(kernel));
+  KernelAttributes a;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuFuncGetAttribute, &a.registers_per_thread,
+                                      CU_FUNC_ATTRIBUTE_NUM_REGS, k->function));
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuFuncGetAttribute, &a.local_bytes_per_thread,
+                                      CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, k->function));
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuFuncGetAttribute, &a.static_shared_bytes,
+                                      CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k->function));
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuFuncGetAttribute, &a.max_threads_per_block,
+                                      CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->function));
+  return a;
+}
+
+}  // namespace kiln::cuda
+
+#endif  // KILN_HAVE_CUDA

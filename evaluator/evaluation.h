@@ -1,0 +1,97 @@
+// One candidate's evaluation: static scan, compile, the five verification stages (smoke, shape x
+// dtype sweep, adversarial values, bitwise determinism, edge shapes), honest timing with the timed
+// outputs re-checked, and the physical-floor check. Backend-neutral: the device work happens in a
+// sandbox child; inputs, reference and checks stay in this process.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "evaluator/backend.h"
+#include "evaluator/reference.h"
+#include "evaluator/sandbox.h"
+#include "evaluator/tensor_data.h"
+#include "shared/protocol.h"
+#include "shared/target_spec.h"
+
+namespace kiln::eval {
+
+struct EvaluatorOptions {
+  std::string kiln_binary;           // runs `kiln __sandbox`
+  std::string cache_dir;             // compiled references, sandbox scratch files
+  int gpu = 0;
+  uint32_t phase_timeout_ms = 30000; // watchdog per sandbox call (one case, or one timing)
+  uint32_t warmup = 3;
+  uint32_t min_samples = 10;
+  uint32_t max_samples = 400;
+  uint32_t max_timing_ms = 1000;
+  double target_noise_rel = 0.005;
+  bool flush_l2 = true;
+  uint32_t timing_sets = 2;          // independent input sets the timed launches rotate over
+  double throttle_fraction = 0.95;   // samples at a clock below this x the highest are dropped
+  // Device ceilings for the floor check (0: unknown, no check); see ceilings.h.
+  double bandwidth_bytes_per_s = 0;
+  double matrix_flops_per_s = 0;
+  // Replaces the target's benchmark shape (tests and quick runs on small machines).
+  std::optional<Shape> benchmark_override;
+  bool time = true;                  // false: verify only
+};
+
+// What to evaluate: a kernel text with its parameter values and the geometry expressions that
+// launch it (from the spec's seed or template).
+struct CandidateSpec {
+  std::string label;                           // "seed", "template", a file name
+  std::string source;
+  std::string kernel_name;
+  std::map<std::string, std::string> params;   // -D values (template parameters)
+  const KernelSpec* geometry = nullptr;        // grid/block/shared_bytes expressions
+};
+
+// Progress lines for humans ("smoke: passed (1 case)"); may be empty.
+using ProgressFn = std::function<void(const std::string&)>;
+
+class CandidateEvaluator {
+ public:
+  // `compiler` must be the backend's compiler (CachingCompiler-wrapped in daemons).
+  static Result<std::unique_ptr<CandidateEvaluator>> create(const TargetSpec& target,
+                                                            std::string backend,
+                                                            Compiler& compiler,
+                                                            EvaluatorOptions options);
+  ~CandidateEvaluator();
+
+  // Never fails as a call: every outcome (compile error, wrong answer, crash, hang, cheat) is in
+  // the result, with every stage's verdict.
+  proto::EvaluationResult evaluate(const CandidateSpec& candidate, DType timing_dtype,
+                                   const ProgressFn& progress = {});
+
+  const std::string& arch() const { return arch_; }
+  const std::string& device_name() const { return device_name_; }
+
+  class Impl;
+
+ private:
+  CandidateEvaluator() = default;
+  std::unique_ptr<Impl> impl_;
+  std::string arch_, device_name_;
+};
+
+// Geometry of a launch from the spec's expressions at `shape` with `params`.
+Result<LaunchGeometry> launch_geometry(const KernelSpec& spec, const Shape& shape, DType dtype,
+                                       const std::map<std::string, std::string>& params);
+
+// Whether a template configuration satisfies the spec's constraints at `shape`.
+Result<bool> satisfies_constraints(const KernelSpec& spec, const Shape& shape, DType dtype,
+                                   const std::map<std::string, std::string>& params);
+
+// Timing statistics over samples (after dropping throttled ones).
+struct TimingStats {
+  double median_us = 0, iqr_us = 0, min_us = 0, noise_rel = 0, sm_clock_mhz = 0;
+  uint32_t samples = 0, dropped = 0;
+};
+TimingStats timing_stats(const std::vector<double>& samples_us, const std::vector<double>& clocks_mhz,
+                         double throttle_fraction);
+
+}  // namespace kiln::eval

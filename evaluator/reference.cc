@@ -1,0 +1,69 @@
+// Builds and loads a target's fp64 reference with the system compiler.
+#include "evaluator/reference.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "shared/hash.h"
+#include "shared/process.h"
+
+namespace kiln::eval {
+namespace fs = std::filesystem;
+
+Result<std::unique_ptr<Reference>> Reference::build(const TargetSpec& target,
+                                                    const std::string& cache_dir) {
+  const char* cxx_env = std::getenv("CXX");
+  std::string cxx = cxx_env && *cxx_env ? cxx_env : "c++";
+  // -O2 without -ffast-math: the reference must keep IEEE semantics (NaN, Inf, rounding).
+  std::vector<std::string> flags = {"-std=c++17", "-O2", "-fPIC", "-shared"};
+  Sha256 h;
+  h.add(target.reference_source).add(cxx);
+  for (const auto& f : flags) h.add(f);
+  std::string key = h.hex();
+
+  std::error_code ec;
+  fs::create_directories(fs::path(cache_dir) / "reference", ec);
+  fs::path so = fs::path(cache_dir) / "reference" / (target.name + "-" + key.substr(0, 16) + ".so");
+  if (!fs::exists(so)) {
+    fs::path src = so;
+    src.replace_extension(".cpp");
+    std::ofstream(src) << target.reference_source;
+    // Build to a private name, then rename: concurrent builders never see a torn file.
+    fs::path tmp = so.string() + ".tmp" + std::to_string(getpid());
+    std::vector<std::string> argv = {cxx};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {src.string(), "-o", tmp.string()});
+    KILN_ASSIGN_OR_RETURN(ProcessResult r, run_process(argv, std::chrono::seconds(120)));
+    if (r.timed_out || r.exit_code != 0) {
+      return invalid_argument("compiling the reference of target '" + target.name + "' (" +
+                              target.reference_file + ") failed:\n" + r.output);
+    }
+    fs::rename(tmp, so, ec);
+    if (ec) return unavailable("installing " + so.string() + ": " + ec.message());
+  }
+  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return internal_error(std::string("loading the reference: ") + dlerror());
+  auto fn = reinterpret_cast<ReferenceFn>(dlsym(handle, "kiln_reference"));
+  if (!fn) {
+    dlclose(handle);
+    return invalid_argument(target.reference_file + " defines no extern \"C\" kiln_reference");
+  }
+  return std::unique_ptr<Reference>(new Reference(handle, fn));
+}
+
+Reference::~Reference() {
+  if (handle_) dlclose(handle_);
+}
+
+void Reference::compute(const std::vector<const double*>& inputs,
+                        const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
+                        const std::vector<double>& scalars) const {
+  fn_(inputs.data(), outputs.data(), dims.data(), scalars.data());
+}
+
+}  // namespace kiln::eval

@@ -1,0 +1,40 @@
+// The trusted reference of a target: its reference.cpp (host C++, fp64) compiled by the system
+// compiler into a shared object, cached by content hash, and called in the evaluating process --
+// never in the sandbox child and never in the candidate's CUDA context (THREATS.md row 7).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "shared/status.h"
+#include "shared/target_spec.h"
+
+namespace kiln::eval {
+
+// ABI of reference.cpp (docs/targets.md):
+//   extern "C" void kiln_reference(const double* const* inputs, double* const* outputs,
+//                                  const int64_t* dims, const double* scalars);
+// inputs/outputs in the order of the spec's args, dims in the order of "dims", scalars likewise.
+using ReferenceFn = void (*)(const double* const*, double* const*, const int64_t*, const double*);
+
+class Reference {
+ public:
+  // Compiles (or finds in `cache_dir`) and loads the target's reference.
+  static Result<std::unique_ptr<Reference>> build(const TargetSpec& target,
+                                                  const std::string& cache_dir);
+  ~Reference();
+  Reference(const Reference&) = delete;
+  Reference& operator=(const Reference&) = delete;
+
+  void compute(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
+               const std::vector<int64_t>& dims, const std::vector<double>& scalars) const;
+
+ private:
+  Reference(void* handle, ReferenceFn fn) : handle_(handle), fn_(fn) {}
+  void* handle_;
+  ReferenceFn fn_;
+};
+
+}  // namespace kiln::eval

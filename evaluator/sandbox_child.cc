@@ -1,0 +1,575 @@
+// The sandbox child (`kiln __sandbox`): opens the device, maps the arena, and serves requests, one
+// JSON object per line on stdin, one JSON reply per line on the ORIGINAL stdout.
+//
+// Requests and replies. Every reply has "ok"; an error reply has "error" (text) and "code" (a
+// StatusCode name, e.g. "INVALID_ARGUMENT"), and "fatal": true when the child exits right after it
+// (the device is unusable: code 3, or it could not be opened: code 2). Unknown ops, malformed
+// lines and bad fields are non-fatal errors; the next request is served as usual.
+//   {"op":"hello"} -> {"ok":true,"device":name,"arch":arch,"backend":b}
+//   {"op":"load","path":file,"kernel":name} -> {"ok":true,"handle":h}   (cubin or .so bytes)
+//   {"op":"unload","handle":h} -> {"ok":true}
+//   {"op":"run",<launch>,"tensors":[<tensor>,...],"poison":byte} -> {"ok":true}
+//     <launch> = "handle":h,"grid":[x,y,z],"block":[x,y,z],"shared_bytes":n (default 0),
+//                "args":[{"tensor":i}|{"i64":v}|{"f32":v},...] in parameter order
+//     <tensor> = {"offset":o,"bytes":b,"out":bool,"after":o2}; "after" is required for inputs.
+//     Inputs are copied arena[o, o+b) -> device and outputs filled with `poison` (default 255);
+//     launch; synchronize; then every output goes device -> arena[o] and every INPUT device ->
+//     arena[o2], so the parent sees whether the kernel changed its inputs.
+//   {"op":"time",<launch>,"sets":[[<tensor>,...],...],"warmup":n,"min_samples":n,"max_samples":n,
+//    "max_ms":t,"target_noise_rel":r,"flush_l2":bool,"poison":byte}
+//     -> {"ok":true,"samples_us":[...],"clocks_mhz":[...],"noise_rel":r,
+//         "stop":"noise"|"max_samples"|"max_ms"}
+//     Sets are independent inputs with the same tensor count, sizes and directions (args name
+//     tensors by index). All inputs are uploaded first; warm-up launches and then timed samples
+//     (Device::time_launch, SM clock read after each) rotate over the sets; outputs are re-poisoned
+//     before EVERY launch, so what each set's output holds at the end comes from its last timed
+//     launch (a set never timed keeps the poison). Sampling stops once min_samples are taken and
+//     IQR/median < target_noise_rel (checked every 5 samples), at max_samples, or after max_ms of
+//     wall time (at least one sample is always taken). Then every set's outputs go to arena[o]
+//     (and inputs with an "after" to arena[o2]). Defaults: warmup 3, min_samples 10, max_samples
+//     1000, max_ms 1000, target_noise_rel 0.005, flush_l2 true.
+//   {"op":"exit"} -> {"ok":true}, then exit code 0. End of input also exits 0.
+// Ranges are checked against the arena; overlaps between them are the parent's business.
+//
+// Hazards: on the cpu backend the candidate runs in this process and can do anything it can; fd 1
+// is pointed at stderr before the device opens, so printf from a candidate (or spdlog's default
+// logger, which writes to stdout) cannot corrupt the protocol by accident, but replies from here
+// are not proof of anything against a hostile candidate (see cpu_device.h).
+#include "evaluator/sandbox_child.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/arena.h"
+#include "evaluator/device_factory.h"
+#include "shared/json_fields.h"
+
+namespace kiln::eval {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kExitBadStart = 2;
+constexpr int kExitFatal = 3;
+
+struct ChildArgs {
+  std::string backend;
+  int gpu = 0;
+  int arena_fd = -1;
+  size_t arena_bytes = 0;
+  std::string scratch_dir;
+};
+
+Result<ChildArgs> parse_args(int argc, char** argv) {
+  ChildArgs args;
+  auto number = [](const std::string& flag, const char* text, auto* out) -> Status {
+    const char* end = text + std::strlen(text);
+    auto [ptr, ec] = std::from_chars(text, end, *out);
+    if (ec != std::errc() || ptr != end) return invalid_argument(flag + ": not a number: " + text);
+    return Status::ok();
+  };
+  for (int i = 1; i < argc; i += 2) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) return invalid_argument(flag + ": missing value");
+    const char* value = argv[i + 1];
+    if (flag == "--backend") {
+      args.backend = value;
+    } else if (flag == "--scratch-dir") {
+      args.scratch_dir = value;
+    } else if (flag == "--gpu") {
+      KILN_RETURN_IF_ERROR(number(flag, value, &args.gpu));
+    } else if (flag == "--arena-fd") {
+      KILN_RETURN_IF_ERROR(number(flag, value, &args.arena_fd));
+    } else if (flag == "--arena-bytes") {
+      KILN_RETURN_IF_ERROR(number(flag, value, &args.arena_bytes));
+    } else {
+      return invalid_argument("unknown flag " + flag);
+    }
+  }
+  if (args.backend.empty() || args.arena_fd < 0 || args.arena_bytes == 0) {
+    return invalid_argument("--backend, --arena-fd and --arena-bytes are required");
+  }
+  return args;
+}
+
+json error_reply(const Status& status, bool fatal = false) {
+  json reply = {{"ok", false},
+                {"error", status.message()},
+                {"code", std::string(status_code_name(status.code()))}};
+  if (fatal) reply["fatal"] = true;
+  return reply;
+}
+
+Status write_line(int fd, const json& reply) {
+  std::string line = reply.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  size_t done = 0;
+  while (done < line.size()) {
+    ssize_t n = write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return unavailable(std::string("writing a reply: ") + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  return Status::ok();
+}
+
+// One request's launch fields, parsed and range-checked.
+struct LaunchFields {
+  KernelHandle handle = 0;
+  LaunchGeometry geometry;
+  std::vector<json> args;  // validated shape: {"tensor":i} | {"i64":v} | {"f32":v}
+  unsigned char poison = 0xFF;
+};
+
+Status get_dim3(JsonFields& fields, const std::string& key, uint32_t out[3]) {
+  const json* v = fields.raw(key);
+  if (v == nullptr) return fields.field_error(key, "missing (required)");
+  if (!v->is_array() || v->size() != 3) return fields.field_error(key, "expected [x, y, z]");
+  for (size_t i = 0; i < 3; ++i) {
+    const json& d = (*v)[i];
+    if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > UINT32_MAX) {
+      return fields.field_error(key, "expected three integers in [1, 2^32)");
+    }
+    out[i] = static_cast<uint32_t>(d.get<int64_t>());
+  }
+  return Status::ok();
+}
+
+Result<LaunchFields> parse_launch(JsonFields& fields) {
+  LaunchFields launch;
+  int64_t handle = -1;
+  KILN_RETURN_IF_ERROR(fields.get("handle", &handle, true));
+  launch.handle = static_cast<KernelHandle>(handle);
+  KILN_RETURN_IF_ERROR(get_dim3(fields, "grid", launch.geometry.grid));
+  KILN_RETURN_IF_ERROR(get_dim3(fields, "block", launch.geometry.block));
+  KILN_RETURN_IF_ERROR(fields.get("shared_bytes", &launch.geometry.shared_bytes));
+  int poison = 0xFF;
+  KILN_RETURN_IF_ERROR(fields.get("poison", &poison));
+  if (poison < 0 || poison > 255) return fields.field_error("poison", "expected a byte (0..255)");
+  launch.poison = static_cast<unsigned char>(poison);
+  const json* args = fields.raw("args");
+  if (args == nullptr || !args->is_array()) return fields.field_error("args", "expected an array");
+  for (size_t i = 0; i < args->size(); ++i) {
+    const json& a = (*args)[i];
+    bool valid = a.is_object() && a.size() == 1 &&
+                 ((a.contains("tensor") && a["tensor"].is_number_unsigned()) ||
+                  (a.contains("i64") && a["i64"].is_number_integer()) ||
+                  (a.contains("f32") && a["f32"].is_number()));
+    if (!valid) {
+      return fields.field_error("args[" + std::to_string(i) + "]",
+                                "expected {\"tensor\": i}, {\"i64\": v} or {\"f32\": v}");
+    }
+    launch.args.push_back(a);
+  }
+  return launch;
+}
+
+struct TensorLayout {
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  bool out = false;
+  std::optional<uint64_t> after;  // inputs: where to copy the device copy back
+};
+
+Result<std::vector<TensorLayout>> parse_tensors(const json& list, const std::string& source,
+                                                const std::string& path, const Arena& arena,
+                                                bool after_required) {
+  if (!list.is_array()) {
+    return invalid_argument(source + ": field '" + path + "': expected an array");
+  }
+  std::vector<TensorLayout> tensors;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string where = path + "[" + std::to_string(i) + "]";
+    JsonFields t(list[i], source, where);
+    KILN_RETURN_IF_ERROR(t.status());
+    TensorLayout layout;
+    int64_t offset = -1, bytes = -1, after = -1;
+    KILN_RETURN_IF_ERROR(t.get("offset", &offset, true));
+    KILN_RETURN_IF_ERROR(t.get("bytes", &bytes, true));
+    KILN_RETURN_IF_ERROR(t.get("out", &layout.out, true));
+    KILN_RETURN_IF_ERROR(t.get("after", &after, !layout.out && after_required));
+    KILN_RETURN_IF_ERROR(t.finish());
+    if (offset < 0 || bytes < 0) return t.field_error("offset", "offset and bytes must be >= 0");
+    layout.offset = static_cast<uint64_t>(offset);
+    layout.bytes = static_cast<uint64_t>(bytes);
+    KILN_RETURN_IF_ERROR(arena.check_range(layout.offset, layout.bytes, source + " " + where));
+    if (after >= 0 && !layout.out) {
+      layout.after = static_cast<uint64_t>(after);
+      KILN_RETURN_IF_ERROR(arena.check_range(*layout.after, layout.bytes,
+                                             source + " " + where + ".after"));
+    }
+    tensors.push_back(layout);
+  }
+  return tensors;
+}
+
+// Median-relative interquartile range of `samples` (linear interpolation between order stats).
+double relative_iqr(std::vector<double> samples) {
+  if (samples.size() < 2) return 1.0;
+  std::sort(samples.begin(), samples.end());
+  auto quantile = [&](double q) {
+    double pos = q * static_cast<double>(samples.size() - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(lo + 1, samples.size() - 1);
+    return samples[lo] + (samples[hi] - samples[lo]) * (pos - static_cast<double>(lo));
+  };
+  double median = quantile(0.5);
+  return median > 0 ? (quantile(0.75) - quantile(0.25)) / median : 1.0;
+}
+
+// Device buffers kept across requests, keyed by size: the same shapes run many times, and an
+// alloc and free per run would dominate small kernels. After each request the buffers it did not
+// use are freed, so the pool holds at most what the latest request needed.
+class DeviceBufferPool {
+ public:
+  explicit DeviceBufferPool(Device& device) : device_(device) {}
+  ~DeviceBufferPool() {
+    end_request();
+    end_request();  // errors ignored: a poisoned device cannot free, and the process is ending
+  }
+  DeviceBufferPool(const DeviceBufferPool&) = delete;
+  DeviceBufferPool& operator=(const DeviceBufferPool&) = delete;
+
+  Result<void*> acquire(size_t bytes) {
+    void* p = nullptr;
+    if (auto it = idle_.find(bytes); it != idle_.end()) {
+      p = it->second;
+      idle_.erase(it);
+    } else {
+      KILN_ASSIGN_OR_RETURN(p, device_.alloc(bytes));
+    }
+    used_.emplace(bytes, p);
+    return p;
+  }
+  void end_request() {
+    for (auto& [bytes, p] : idle_) device_.free(p).ignore();
+    idle_ = std::move(used_);
+    used_.clear();
+  }
+
+ private:
+  Device& device_;
+  std::multimap<size_t, void*> idle_;  // kept from the previous request
+  std::multimap<size_t, void*> used_;  // handed out during this request
+};
+
+// Serves requests against one open device. Device errors that leave the device unusable set
+// fatal_: after replying the child exits so the parent respawns it.
+class ChildServer {
+ public:
+  ChildServer(Device& device, Arena& arena) : device_(device), arena_(arena), buffers_(device) {}
+
+  json handle(const std::string& line);
+  bool fatal() const { return fatal_; }
+  bool exit_requested() const { return exit_requested_; }
+
+ private:
+  Result<json> dispatch(const json& request);
+  Result<json> do_load(JsonFields& f);
+  Result<json> do_unload(JsonFields& f);
+  Result<json> do_run(JsonFields& f);
+  Result<json> do_time(JsonFields& f);
+
+  // Passes `s` through, noting whether it makes the device unusable. In launch-related phases a
+  // kInternal (what CudaDevice returns for sticky errors) is fatal too; kFailedPrecondition (a
+  // device already poisoned) is fatal everywhere.
+  Status device_status(Status s, bool launch_related) {
+    if (s.code() == StatusCode::kFailedPrecondition ||
+        (launch_related && s.code() == StatusCode::kInternal)) {
+      fatal_ = true;
+    }
+    return s;
+  }
+  Result<std::vector<void*>> place(const std::vector<TensorLayout>& tensors, unsigned char poison);
+  Result<std::vector<KernelArg>> kernel_args(const LaunchFields& launch,
+                                             const std::vector<void*>& buffers);
+  Status poison_outputs(const std::vector<TensorLayout>& tensors, const std::vector<void*>& buffers,
+                        unsigned char poison);
+  Status copy_back(const std::vector<TensorLayout>& tensors, const std::vector<void*>& buffers);
+
+  Device& device_;
+  Arena& arena_;
+  DeviceBufferPool buffers_;
+  bool fatal_ = false;
+  bool exit_requested_ = false;
+};
+
+json ChildServer::handle(const std::string& line) {
+  json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (request.is_discarded()) {
+    return error_reply(invalid_argument("request is not valid JSON: " + line.substr(0, 200)));
+  }
+  Result<json> reply = internal_error("unreachable");
+  try {
+    reply = dispatch(request);
+  } catch (const json::exception& e) {  // fields are validated first; this is a kiln bug
+    reply = internal_error(std::string("handling the request: ") + e.what());
+  }
+  buffers_.end_request();
+  if (!reply.is_ok()) return error_reply(reply.status(), fatal_);
+  return *reply;
+}
+
+Result<json> ChildServer::dispatch(const json& request) {
+  std::string op;
+  {
+    JsonFields probe(request, "request");
+    KILN_RETURN_IF_ERROR(probe.status());
+    KILN_RETURN_IF_ERROR(probe.get("op", &op, true));
+  }
+  JsonFields f(request, "request '" + op + "'");
+  KILN_RETURN_IF_ERROR(f.get("op", &op, true));
+  // Each op reads its fields, then f.finish() rejects any it did not read (a misspelt field is
+  // an error, caught before anything runs).
+  if (op == "hello") {
+    KILN_RETURN_IF_ERROR(f.finish());
+    return json{{"ok", true}, {"device", device_.name()}, {"arch", device_.arch()},
+                {"backend", device_.backend()}};
+  }
+  if (op == "exit") {
+    KILN_RETURN_IF_ERROR(f.finish());
+    exit_requested_ = true;
+    return json{{"ok", true}};
+  }
+  if (op == "load") return do_load(f);
+  if (op == "unload") return do_unload(f);
+  if (op == "run") return do_run(f);
+  if (op == "time") return do_time(f);
+  return invalid_argument("unknown op '" + op + "'");
+}
+
+Result<json> ChildServer::do_load(JsonFields& f) {
+  std::string path, kernel;
+  KILN_RETURN_IF_ERROR(f.get("path", &path, true));
+  KILN_RETURN_IF_ERROR(f.get("kernel", &kernel, true));
+  KILN_RETURN_IF_ERROR(f.finish());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("load: cannot open " + path);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  auto handle = device_.load(bytes.str(), kernel);
+  if (!handle.is_ok()) return device_status(handle.status(), false);
+  return json{{"ok", true}, {"handle", *handle}};
+}
+
+Result<json> ChildServer::do_unload(JsonFields& f) {
+  int64_t handle = -1;
+  KILN_RETURN_IF_ERROR(f.get("handle", &handle, true));
+  KILN_RETURN_IF_ERROR(f.finish());
+  KILN_RETURN_IF_ERROR(device_status(device_.unload(static_cast<KernelHandle>(handle)), false));
+  return json{{"ok", true}};
+}
+
+Result<std::vector<void*>> ChildServer::place(const std::vector<TensorLayout>& tensors,
+                                              unsigned char poison) {
+  std::vector<void*> buffers;
+  for (const TensorLayout& t : tensors) {
+    // At least one byte, so an empty tensor still has a distinct, valid pointer.
+    auto buffer = buffers_.acquire(std::max<uint64_t>(t.bytes, 1));
+    if (!buffer.is_ok()) return device_status(buffer.status(), true);
+    buffers.push_back(*buffer);
+    Status s = t.out ? device_.fill(*buffer, poison, t.bytes)
+                     : device_.copy_to_device(*buffer, arena_.data() + t.offset, t.bytes);
+    KILN_RETURN_IF_ERROR(device_status(s, true));
+  }
+  return buffers;
+}
+
+Result<std::vector<KernelArg>> ChildServer::kernel_args(const LaunchFields& launch,
+                                                        const std::vector<void*>& buffers) {
+  std::vector<KernelArg> args;
+  for (const json& a : launch.args) {
+    if (a.contains("tensor")) {
+      uint64_t index = a["tensor"].get<uint64_t>();
+      if (index >= buffers.size()) {
+        return invalid_argument("args: tensor index " + std::to_string(index) + " but only " +
+                                std::to_string(buffers.size()) + " tensors");
+      }
+      args.push_back(KernelArg::pointer(buffers[index]));
+    } else if (a.contains("i64")) {
+      args.push_back(KernelArg::int64(a["i64"].get<int64_t>()));
+    } else {
+      args.push_back(KernelArg::float32(a["f32"].get<float>()));
+    }
+  }
+  return args;
+}
+
+Status ChildServer::poison_outputs(const std::vector<TensorLayout>& tensors,
+                                   const std::vector<void*>& buffers, unsigned char poison) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].out) {
+      KILN_RETURN_IF_ERROR(device_status(device_.fill(buffers[i], poison, tensors[i].bytes), true));
+    }
+  }
+  return Status::ok();
+}
+
+Status ChildServer::copy_back(const std::vector<TensorLayout>& tensors,
+                              const std::vector<void*>& buffers) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorLayout& t = tensors[i];
+    if (!t.out && !t.after) continue;
+    uint64_t target = t.out ? t.offset : *t.after;
+    Status s = device_.copy_to_host(arena_.data() + target, buffers[i], t.bytes);
+    KILN_RETURN_IF_ERROR(device_status(s, true));
+  }
+  return Status::ok();
+}
+
+Result<json> ChildServer::do_run(JsonFields& f) {
+  KILN_ASSIGN_OR_RETURN(LaunchFields launch, parse_launch(f));
+  const json* list = f.raw("tensors");
+  if (list == nullptr) return f.field_error("tensors", "missing (required)");
+  KILN_ASSIGN_OR_RETURN(auto tensors,
+                        parse_tensors(*list, "request 'run'", "tensors", arena_, true));
+  KILN_RETURN_IF_ERROR(f.finish());
+  KILN_ASSIGN_OR_RETURN(auto buffers, place(tensors, launch.poison));
+  KILN_ASSIGN_OR_RETURN(auto args, kernel_args(launch, buffers));
+  KILN_RETURN_IF_ERROR(device_status(device_.launch(launch.handle, launch.geometry, args), true));
+  KILN_RETURN_IF_ERROR(device_status(device_.synchronize(), true));
+  KILN_RETURN_IF_ERROR(copy_back(tensors, buffers));
+  return json{{"ok", true}};
+}
+
+Result<json> ChildServer::do_time(JsonFields& f) {
+  KILN_ASSIGN_OR_RETURN(LaunchFields launch, parse_launch(f));
+  int64_t warmup = 3, min_samples = 10, max_samples = 1000;
+  double max_ms = 1000, target_noise_rel = 0.005;
+  bool flush_l2 = true;
+  KILN_RETURN_IF_ERROR(f.get("warmup", &warmup));
+  KILN_RETURN_IF_ERROR(f.get("min_samples", &min_samples));
+  KILN_RETURN_IF_ERROR(f.get("max_samples", &max_samples));
+  KILN_RETURN_IF_ERROR(f.get("max_ms", &max_ms));
+  KILN_RETURN_IF_ERROR(f.get("target_noise_rel", &target_noise_rel));
+  KILN_RETURN_IF_ERROR(f.get("flush_l2", &flush_l2));
+  if (warmup < 0 || min_samples < 1 || max_samples < min_samples || max_ms <= 0) {
+    return invalid_argument("request 'time': need warmup >= 0, 1 <= min_samples <= max_samples "
+                            "and max_ms > 0");
+  }
+  const json* list = f.raw("sets");
+  if (list == nullptr || !list->is_array() || list->empty()) {
+    return f.field_error("sets", "expected a non-empty array of tensor lists");
+  }
+  std::vector<std::vector<TensorLayout>> sets;
+  std::vector<std::vector<void*>> buffers;
+  for (size_t s = 0; s < list->size(); ++s) {
+    std::string path = "sets[" + std::to_string(s) + "]";
+    KILN_ASSIGN_OR_RETURN(auto tensors,
+                          parse_tensors((*list)[s], "request 'time'", path, arena_, false));
+    if (!sets.empty()) {
+      bool same = tensors.size() == sets[0].size();
+      for (size_t i = 0; same && i < tensors.size(); ++i) {
+        same = tensors[i].bytes == sets[0][i].bytes && tensors[i].out == sets[0][i].out;
+      }
+      if (!same) {
+        return f.field_error(path, "differs from sets[0] in tensor count, size or direction");
+      }
+    }
+    sets.push_back(std::move(tensors));
+  }
+  KILN_RETURN_IF_ERROR(f.finish());
+  for (const auto& tensors : sets) {
+    KILN_ASSIGN_OR_RETURN(auto placed, place(tensors, launch.poison));
+    buffers.push_back(std::move(placed));
+  }
+  std::vector<std::vector<KernelArg>> args;
+  for (const auto& b : buffers) {
+    KILN_ASSIGN_OR_RETURN(auto a, kernel_args(launch, b));
+    args.push_back(std::move(a));
+  }
+
+  for (int64_t w = 0; w < warmup; ++w) {
+    size_t s = static_cast<size_t>(w) % sets.size();
+    KILN_RETURN_IF_ERROR(poison_outputs(sets[s], buffers[s], launch.poison));
+    Status launched = device_.launch(launch.handle, launch.geometry, args[s]);
+    KILN_RETURN_IF_ERROR(device_status(std::move(launched), true));
+  }
+  KILN_RETURN_IF_ERROR(device_status(device_.synchronize(), true));
+
+  std::vector<double> samples_us;
+  std::vector<int> clocks_mhz;
+  std::string stop;
+  double noise_rel = 1.0;
+  const auto start = std::chrono::steady_clock::now();
+  while (stop.empty()) {
+    size_t s = samples_us.size() % sets.size();
+    KILN_RETURN_IF_ERROR(poison_outputs(sets[s], buffers[s], launch.poison));
+    auto t = device_.time_launch(launch.handle, launch.geometry, args[s], flush_l2);
+    if (!t.is_ok()) return device_status(t.status(), true);
+    samples_us.push_back(*t);
+    clocks_mhz.push_back(device_.sm_clock_mhz());
+    const auto n = static_cast<int64_t>(samples_us.size());
+    double elapsed_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (n >= min_samples && (n == min_samples || n % 5 == 0)) {
+      noise_rel = relative_iqr(samples_us);
+      if (noise_rel < target_noise_rel) stop = "noise";
+    }
+    if (stop.empty() && n >= max_samples) stop = "max_samples";
+    if (stop.empty() && elapsed_ms >= max_ms) stop = "max_ms";
+  }
+  noise_rel = relative_iqr(samples_us);
+  for (size_t s = 0; s < sets.size(); ++s) KILN_RETURN_IF_ERROR(copy_back(sets[s], buffers[s]));
+  return json{{"ok", true},         {"samples_us", samples_us}, {"clocks_mhz", clocks_mhz},
+              {"noise_rel", noise_rel}, {"stop", stop}};
+}
+
+}  // namespace
+
+int sandbox_child_main(int argc, char** argv) {
+  // The protocol keeps the original stdout; fd 1 becomes stderr so nothing else can write there.
+  int reply_fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (reply_fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+    std::fprintf(stderr, "kiln __sandbox: cannot set up stdout: %s\n", std::strerror(errno));
+    return kExitBadStart;
+  }
+  auto args = parse_args(argc, argv);
+  if (!args.is_ok()) {
+    std::fprintf(stderr, "kiln __sandbox: %s\n", args.status().message().c_str());
+    return kExitBadStart;
+  }
+  auto arena = Arena::adopt(args->arena_fd, args->arena_bytes);
+  if (!arena.is_ok()) {
+    std::fprintf(stderr, "kiln __sandbox: %s\n", arena.status().message().c_str());
+    return kExitBadStart;
+  }
+  auto device = open_device(args->backend, args->gpu, args->scratch_dir);
+  if (!device.is_ok()) {
+    // Answer the first request (the parent's hello) with the reason and its code, then leave.
+    std::fprintf(stderr, "kiln __sandbox: %s\n", device.status().message().c_str());
+    if (std::string line; std::getline(std::cin, line)) {
+      write_line(reply_fd, error_reply(device.status(), /*fatal=*/true)).ignore();
+    }
+    return kExitBadStart;
+  }
+  ChildServer server(**device, *arena);
+  // Requests come from kiln itself (the parent), so lines are not length-limited here.
+  for (std::string line; std::getline(std::cin, line);) {
+    json reply = server.handle(line);
+    if (Status s = write_line(reply_fd, reply); !s.is_ok()) {
+      std::fprintf(stderr, "kiln __sandbox: %s\n", s.message().c_str());
+      return kExitBadStart;
+    }
+    if (server.fatal()) return kExitFatal;
+    if (server.exit_requested()) return 0;
+  }
+  return 0;  // the parent closed our stdin
+}
+
+}  // namespace kiln::eval

@@ -1,0 +1,30 @@
+// The compiler of a backend, wrapped in the on-disk compile cache: what `kiln eval` and the
+// evaluator daemon compile candidates with.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "evaluator/backend.h"
+#include "evaluator/compile_cache.h"
+
+namespace kiln::eval {
+
+class Toolchain {
+ public:
+  // "cuda" (NVRTC, loaded at run time) or "cpu" (the system C++ compiler); binaries are cached
+  // under <cache_dir>/compile.
+  static Result<std::unique_ptr<Toolchain>> create(const std::string& backend,
+                                                   const std::string& cache_dir);
+  Compiler& compiler() { return *cached_; }
+
+ private:
+  Toolchain() = default;
+  std::unique_ptr<Compiler> inner_;
+  std::unique_ptr<CachingCompiler> cached_;
+};
+
+// Default work/cache folder: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+std::string default_cache_dir();
+
+}  // namespace kiln::eval
