@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli/daemon_cmd.h"
 #include "cli/eval_cmd.h"
 #include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
@@ -66,6 +67,7 @@ int run_app(int argc, char** argv) {
 
   add_eval_command(app, action);
   add_selftest_command(app, action);
+  add_evaluator_command(app, action);
 
   struct Planned {
     const char* name;
@@ -76,7 +78,6 @@ int run_app(int argc, char** argv) {
       {"run", "Run a local cluster (Redis, coordinator, evaluators, proposer) on the built-in "
               "targets", "step 4"},
       {"coordinator", "Run the coordinator (search engine; binds a ZeroMQ ROUTER)", "step 4"},
-      {"evaluator", "Run an evaluator daemon for one GPU (or the cpu backend)", "step 2"},
       {"agent", "Run a proposal agent (built-in proposer or an LLM over HTTP)", "step 4"},
       {"status", "Show a running cluster's targets, populations and workers", "step 4"},
       {"export", "Write the best verified kernel of a target with its verification record",

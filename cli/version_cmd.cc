@@ -3,7 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/build_info.h"
+#include "shared/build_info.h"
 #include "evaluator/cuda/cuda_probe.h"
 
 namespace kiln::cli {

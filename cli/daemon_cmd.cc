@@ -1,0 +1,61 @@
+// `kiln evaluator --connect tcp://HOST:PORT [--gpu N]`: runs the evaluator daemon until SIGINT or
+// SIGTERM (finishing the evaluation in progress) or until the coordinator says bye.
+#include "cli/daemon_cmd.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "evaluator/daemon.h"
+#include "evaluator/toolchain.h"
+
+namespace kiln::cli {
+namespace {
+
+// Signal handlers can only reach static storage; this flag is the one place kiln needs it.
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop.store(true); }
+
+int run_daemon(eval::DaemonOptions options) {
+  options.kiln_binary = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (options.cache_dir.empty()) options.cache_dir = eval::default_cache_dir();
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  Status s = eval::run_evaluator_daemon(options, g_stop);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "kiln evaluator: %s\n", s.message().c_str());
+    return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
+  auto o = std::make_shared<eval::DaemonOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "evaluator",
+      "Run an evaluator daemon for one GPU (or the cpu backend): connects to the coordinator,\n"
+      "announces itself, takes `evaluate` tasks within its capacity and returns verified, timed\n"
+      "results. Heartbeats both ways; reconnects with back-off when the coordinator goes silent.\n"
+      "Stop with SIGINT/SIGTERM (the evaluation in progress finishes first).");
+  sub->add_option("--connect", o->connect, "Coordinator endpoint, e.g. tcp://10.0.0.5:5555")->required();
+  sub->add_option("--backend", o->backend, "cuda or cpu")->capture_default_str();
+  sub->add_option("--gpu", o->gpu, "GPU ordinal (one daemon per GPU)")->capture_default_str();
+  sub->add_option("--capacity", o->capacity, "Tasks held at once")->capture_default_str();
+  sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-backendN-pid)");
+  sub->add_option("--cache-dir", o->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
+  sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();
+  sub->callback([&action, o] { action = [o] { return run_daemon(*o); }; });
+}
+
+}  // namespace kiln::cli

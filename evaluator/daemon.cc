@@ -1,0 +1,243 @@
+// Event loop of the evaluator daemon. The loop thread owns the socket; the worker thread owns the
+// evaluators (one per target) and the toolchain. They meet in two small queues under one mutex.
+#include "evaluator/daemon.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "shared/build_info.h"
+#include "evaluator/evaluation.h"
+#include "evaluator/toolchain.h"
+#include "shared/protocol.h"
+#include "shared/target_spec.h"
+#include "shared/transport.h"
+
+namespace kiln::eval {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Everything the worker thread needs to turn a task into a result.
+class Worker {
+ public:
+  Worker(const DaemonOptions& options, Toolchain& toolchain)
+      : options_(options), toolchain_(toolchain) {}
+
+  proto::EvaluationResult evaluate(const proto::EvaluateTask& task) {
+    proto::EvaluationResult r;
+    r.task_id = task.task_id;
+    r.candidate_id = task.candidate_id;
+    auto fail = [&](const std::string& why) {
+      r.outcome = proto::Outcome::kInternalError;
+      r.log = why;
+      spdlog::warn("task {}: {}", task.task_id, why);
+      return r;
+    };
+    if (task.backend != options_.backend) {
+      return fail("this evaluator runs the " + options_.backend + " backend, not " + task.backend);
+    }
+    Result<CandidateEvaluator*> ev = evaluator_for(task.target);
+    if (!ev.is_ok()) return fail(ev.status().message());
+    const TargetSpec& t = targets_.at(task.target);
+    const BackendSpec& b = *t.backend(options_.backend);
+    // Template geometry when every parameter belongs to the template's space; else the seed's.
+    bool tunable = b.tunable && !task.params.empty();
+    for (const auto& [k, v] : task.params) tunable = tunable && b.tunable->space.count(k);
+    const KernelSpec& spec = tunable ? *b.tunable : b.seed;
+    CandidateSpec c{task.candidate_id, task.source, spec.kernel_name, spec.defines, &spec};
+    for (const auto& [k, v] : task.params) c.params[k] = v;
+    DType dtype = b.dtypes.front();
+    if (!task.dtypes.empty()) {
+      Result<DType> d = parse_dtype(task.dtypes.front());
+      if (!d.is_ok()) return fail(d.status().message());
+      dtype = *d;
+    }
+    r = (*ev)->evaluate(c, dtype);
+    r.task_id = task.task_id;
+    r.candidate_id = task.candidate_id;
+    return r;
+  }
+
+ private:
+  Result<CandidateEvaluator*> evaluator_for(const std::string& name) {
+    if (auto it = evaluators_.find(name); it != evaluators_.end()) return it->second.get();
+    if (validate_name(name).is_ok() == false) return invalid_argument("bad target name '" + name + "'");
+    Result<TargetSpec> t = load_target(options_.targets_dir + "/" + name);
+    if (!t.is_ok()) return t.status();
+    targets_[name] = std::move(t).value();
+    EvaluatorOptions eo;
+    eo.kiln_binary = options_.kiln_binary;
+    eo.cache_dir = options_.cache_dir;
+    eo.gpu = options_.gpu;
+    KILN_ASSIGN_OR_RETURN(auto ev, CandidateEvaluator::create(targets_[name], options_.backend,
+                                                              toolchain_.compiler(), eo));
+    return (evaluators_[name] = std::move(ev)).get();
+  }
+
+  static Status validate_name(const std::string& name) {
+    if (name.empty() || name.find('/') != std::string::npos || name.find("..") != std::string::npos) {
+      return invalid_argument("bad target name");
+    }
+    return Status::ok();
+  }
+
+  const DaemonOptions& options_;
+  Toolchain& toolchain_;
+  std::map<std::string, TargetSpec> targets_;
+  std::map<std::string, std::unique_ptr<CandidateEvaluator>> evaluators_;
+};
+
+// Tasks in, results out, between the loop thread and the worker thread.
+struct Mailbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<proto::EvaluateTask> tasks;
+  std::deque<proto::EvaluationResult> results;
+  bool closing = false;
+};
+
+std::string default_worker_id(const DaemonOptions& o) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  return std::string(host) + "-" + o.backend + std::to_string(o.gpu) + "-" + std::to_string(getpid());
+}
+
+}  // namespace
+
+Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<bool>& stop) {
+  DaemonOptions options = options_in;
+  if (options.worker_id.empty()) options.worker_id = default_worker_id(options);
+  if (options.targets_dir.empty()) options.targets_dir = default_targets_dir();
+  if (options.capacity == 0) return invalid_argument("capacity must be at least 1");
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Toolchain> toolchain,
+                        Toolchain::create(options.backend, options.cache_dir));
+
+  zmq::context_t context(1);
+  net::SocketOptions so;
+  KILN_ASSIGN_OR_RETURN(net::DealerSocket dealer,
+                        net::DealerSocket::connect(context, options.connect, so, options.worker_id));
+
+  Mailbox box;
+  std::thread worker_thread([&] {
+    Worker worker(options, *toolchain);
+    while (true) {
+      proto::EvaluateTask task;
+      {
+        std::unique_lock lock(box.mu);
+        box.cv.wait(lock, [&] { return box.closing || !box.tasks.empty(); });
+        if (box.closing) return;
+        task = std::move(box.tasks.front());
+        box.tasks.pop_front();
+      }
+      spdlog::info("evaluating task {} ({} on {})", task.task_id, task.candidate_id, task.target);
+      proto::EvaluationResult r = worker.evaluate(task);
+      spdlog::info("task {}: {} in {:.0f} ms", task.task_id, proto::outcome_name(r.outcome), r.wall_ms);
+      std::lock_guard lock(box.mu);
+      box.results.push_back(std::move(r));
+    }
+  });
+  auto close_worker = [&] {
+    {
+      std::lock_guard lock(box.mu);
+      box.closing = true;
+    }
+    box.cv.notify_all();
+    worker_thread.join();
+  };
+
+  proto::IdGenerator ids(options.worker_id);
+  net::PeerLiveness liveness(options.heartbeat, Clock::now());
+  uint32_t held = 0;  // tasks received and not yet answered
+  auto send = [&](proto::Message body) {
+    Status s = dealer.send(proto::encode({proto::kProtocolVersion, ids.next(), std::move(body)}));
+    if (!s.is_ok()) spdlog::warn("send failed: {}", s.to_string());
+    liveness.mark_heartbeat_sent(Clock::now());
+  };
+  auto announce = [&] {
+    proto::Hello hello;
+    hello.role = std::string(proto::kRoleEvaluator);
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    hello.node = host;
+    hello.worker_id = options.worker_id;
+    hello.backends = {options.backend};
+    hello.capacity = options.capacity;
+    hello.version = KILN_VERSION;
+    send(hello);
+    // Tasks held across a reconnect were handed out by the old connection; the coordinator
+    // re-queues them when their leases expire, so credit is offered only for free slots.
+    if (options.capacity > held) send(proto::Credit{options.capacity - held});
+  };
+  announce();
+  spdlog::info("evaluator {} connected to {} ({} backend, capacity {})", options.worker_id,
+               options.connect, options.backend, options.capacity);
+
+  while (!stop.load()) {
+    Result<std::optional<std::string>> got = dealer.receive(100);
+    const auto now = Clock::now();
+    if (!got.is_ok()) {
+      spdlog::error("receive failed: {}", got.status().to_string());
+      break;
+    }
+    if (got->has_value()) {
+      liveness.on_message(now);
+      Result<proto::Envelope> env = proto::decode(**got);
+      if (!env.is_ok()) {
+        spdlog::warn("bad message from the coordinator: {}", env.status().message());
+        proto::Envelope reply = proto::make_error_reply("", std::string(proto::error_code_for(env.status())),
+                                                        env.status().message());
+        send(reply.body);
+      } else if (auto* task = std::get_if<proto::EvaluateTask>(&env->body)) {
+        ++held;
+        std::lock_guard lock(box.mu);
+        box.tasks.push_back(std::move(*task));
+        box.cv.notify_one();
+      } else if (std::holds_alternative<proto::Bye>(env->body)) {
+        spdlog::info("coordinator said bye: {}", std::get<proto::Bye>(env->body).reason);
+        break;
+      } else if (!std::holds_alternative<proto::Heartbeat>(env->body) &&
+                 !std::holds_alternative<proto::Error>(env->body)) {
+        send(proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
+                                     "an evaluator does not accept '" +
+                                         std::string(proto::type_name(env->body)) + "' messages").body);
+      }
+    }
+    std::deque<proto::EvaluationResult> done;
+    {
+      std::lock_guard lock(box.mu);
+      done.swap(box.results);
+    }
+    for (auto& r : done) {
+      send(std::move(r));
+      --held;
+      send(proto::Credit{1});
+    }
+    if (liveness.server_dead(now)) {
+      auto delay = liveness.next_reconnect_delay();
+      spdlog::warn("coordinator silent; reconnecting in {} ms", delay.count());
+      for (auto waited = std::chrono::milliseconds(0); waited < delay && !stop.load();
+           waited += std::chrono::milliseconds(100)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (Status s = dealer.reconnect(); !s.is_ok()) spdlog::error("reconnect: {}", s.to_string());
+      liveness.on_reconnect(Clock::now());
+      announce();
+    } else if (liveness.should_send_heartbeat(now)) {
+      send(proto::Heartbeat{});
+    }
+  }
+  send(proto::Bye{"evaluator stopping"});
+  close_worker();
+  return Status::ok();
+}
+
+}  // namespace kiln::eval
