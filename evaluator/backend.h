@@ -93,6 +93,9 @@ class Device {
   virtual Status free(void* ptr) = 0;
   virtual Status copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual Status copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Device memory to device memory (both from alloc); complete when it returns. The timer uses
+  // it to give launches fresh inputs between samples.
+  virtual Status copy_on_device(void* dst, const void* src, size_t bytes) = 0;
   virtual Status fill(void* dst, unsigned char byte, size_t bytes) = 0;  // poisoning
 
   virtual Status launch(KernelHandle kernel, const LaunchGeometry& geometry,

@@ -36,6 +36,9 @@ class OwningCudaDevice final : public Device {
   Status copy_to_host(void* dst, const void* src, size_t bytes) override {
     return device_->copy_to_host(dst, src, bytes);
   }
+  Status copy_on_device(void* dst, const void* src, size_t bytes) override {
+    return device_->copy_on_device(dst, src, bytes);
+  }
   Status fill(void* dst, unsigned char byte, size_t bytes) override {
     return device_->fill(dst, byte, bytes);
   }

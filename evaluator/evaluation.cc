@@ -122,6 +122,22 @@ nlohmann::json geometry_json(const LaunchGeometry& g) {
           {"shared_bytes", g.shared_bytes}};
 }
 
+// The "time" reply's contents_of_group: one set index per group, each below `sets`.
+Result<std::vector<size_t>> contents_of_group(const nlohmann::json& reply, size_t sets) {
+  const nlohmann::json reported = reply.value("contents_of_group", nlohmann::json());
+  bool valid = reported.is_array() && reported.size() == sets;
+  std::vector<size_t> contents;
+  for (size_t g = 0; valid && g < sets; ++g) {
+    valid = reported[g].is_number_unsigned() && reported[g].get<uint64_t>() < sets;
+    if (valid) contents.push_back(reported[g].get<size_t>());
+  }
+  if (!valid) {
+    return internal_error("the sandbox's time reply lacks a valid contents_of_group (" +
+                          reported.dump() + " for " + std::to_string(sets) + " sets)");
+  }
+  return contents;
+}
+
 std::string fmt_double(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.3g", v);
@@ -327,12 +343,20 @@ class CandidateEvaluator::Impl {
 
   // Checks outputs against the reference; returns the worst relative error and a failure detail.
   CaseOutcome check_outputs(const SetData& d, DType dtype, unsigned char poison) const {
+    return check_outputs_against(d.slots, d, dtype, poison);
+  }
+
+  // Checks the outputs that lie at `slots` (one set's layout) against the reference of
+  // `expected`, a set of the same shape and dtype: with rotated timing contents a group's buffers
+  // end up holding another set's inputs.
+  CaseOutcome check_outputs_against(const std::vector<TensorSlot>& slots, const SetData& expected,
+                                    DType dtype, unsigned char poison) const {
     CaseOutcome o;
     const unsigned char* arena = sandbox->arena();
-    for (size_t i = 0; i < d.slots.size(); ++i) {
-      const TensorSlot& s = d.slots[i];
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const TensorSlot& s = slots[i];
       if (s.arg->role != TargetArg::Role::kOutput) continue;
-      CompareResult c = compare(s.dtype, arena + s.offset, d.reference[i].data(), s.count,
+      CompareResult c = compare(s.dtype, arena + s.offset, expected.reference[i].data(), s.count,
                                 target.tolerance.at(dtype), poison, s.arg->name);
       o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
       if (!c.passed && o.kind == CaseKind::kPass) {
@@ -589,8 +613,9 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       unload_all();
       return finish(proto::Outcome::kCrash);
     }
-    // Several independent input sets, rotated over by the timed launches, so no result can be
-    // replayed from an earlier launch (THREATS.md rows 3 and 8); random non-zero data (row 13).
+    // Several independent input sets; with two or more, the child also rotates their contents
+    // through the launched buffers, so a result cached on a pointer (or from warm-up) is stale
+    // by the last launch (THREATS.md rows 3 and 8); random non-zero data (row 13).
     size_t cursor = 0;
     std::vector<Impl::SetData> sets;
     nlohmann::json sets_json = nlohmann::json::array();
@@ -608,7 +633,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
                 {"sets", sets_json}, {"warmup", m.options.warmup}, {"min_samples", m.options.min_samples},
                 {"max_samples", m.options.max_samples}, {"max_ms", m.options.max_timing_ms},
                 {"target_noise_rel", m.options.target_noise_rel}, {"flush_l2", m.options.flush_l2},
-                {"poison", kPoisonA}});
+                {"poison", kPoisonA}, {"rotate_contents", sets.size() >= 2}});
     uint32_t timeout = m.options.phase_timeout_ms + m.options.max_timing_ms * 2;
     Result<nlohmann::json> reply = m.sandbox->call(req, timeout);
     refs.wait();
@@ -622,10 +647,20 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       unload_all();
       return finish(outcome_of(failed.kind));
     }
+    // Which set's inputs each group held at its last launch: the reference to check it against.
+    Result<std::vector<size_t>> contents = contents_of_group(*reply, sets.size());
+    if (!contents.is_ok()) {
+      std::string detail = what + ": " + contents.status().message();
+      stage("timed_outputs", false, detail, 0, 0);
+      r.log = detail;
+      unload_all();
+      return finish(proto::Outcome::kInternalError);
+    }
     // The outputs of the timed launches must be right too (THREATS.md rows 3 and 8).
     double worst = 0;
-    for (const auto& s : sets) {
-      CaseOutcome o = m.check_outputs(s, timing_dtype, kPoisonA);
+    for (size_t g = 0; g < sets.size(); ++g) {
+      CaseOutcome o =
+          m.check_outputs_against(sets[g].slots, sets[(*contents)[g]], timing_dtype, kPoisonA);
       worst = std::max(worst, o.worst_rel);
       if (o.kind != CaseKind::kPass) {
         stage("timed_outputs", false, what + ": " + o.detail, worst, static_cast<uint32_t>(sets.size()));

@@ -16,18 +16,28 @@
 //     launch; synchronize; then every output goes device -> arena[o] and every INPUT device ->
 //     arena[o2], so the parent sees whether the kernel changed its inputs.
 //   {"op":"time",<launch>,"sets":[[<tensor>,...],...],"warmup":n,"min_samples":n,"max_samples":n,
-//    "max_ms":t,"target_noise_rel":r,"flush_l2":bool,"poison":byte}
+//    "max_ms":t,"target_noise_rel":r,"flush_l2":bool,"poison":byte,"rotate_contents":bool}
 //     -> {"ok":true,"samples_us":[...],"clocks_mhz":[...],"noise_rel":r,
-//         "stop":"noise"|"max_samples"|"max_ms"}
+//         "stop":"noise"|"max_samples"|"max_ms","contents_of_group":[c_0,...]}
 //     Sets are independent inputs with the same tensor count, sizes and directions (args name
-//     tensors by index). All inputs are uploaded first; warm-up launches and then timed samples
-//     (Device::time_launch, SM clock read after each) rotate over the sets; outputs are re-poisoned
-//     before EVERY launch, so what each set's output holds at the end comes from its last timed
-//     launch (a set never timed keeps the poison). Sampling stops once min_samples are taken and
-//     IQR/median < target_noise_rel (checked every 5 samples), at max_samples, or after max_ms of
-//     wall time (at least one sample is always taken). Then every set's outputs go to arena[o]
-//     (and inputs with an "after" to arena[o2]). Defaults: warmup 3, min_samples 10, max_samples
-//     1000, max_ms 1000, target_noise_rel 0.005, flush_l2 true.
+//     tensors by index). Each set gets a buffer group; launch i (warm-up launches, then timed
+//     samples: Device::time_launch, SM clock read after each) runs on group g = i % K of the K
+//     sets, outputs re-poisoned before EVERY launch, so what a group's output holds at the end
+//     comes from its last launch (a group never launched keeps the poison). Sampling stops once
+//     min_samples are taken and IQR/median < target_noise_rel (checked every 5 samples), at
+//     max_samples, or after max_ms of wall time (at least one sample is always taken). Then every
+//     group's outputs go to arena[o] of ITS set's layout (and inputs with an "after" to arena[o2]).
+//     contents_of_group[g] is the set whose inputs group g held at its last launch: g itself,
+//     unless "rotate_contents" (K >= 2): then each set's inputs also live in a staging copy that no
+//     launch sees, and before launch i group g's inputs are overwritten with those of set
+//     c = (g + i / K) % K, so a pointer gets other contents every round (a cache keyed on the
+//     pointer replays a stale answer) and launches within a round get different contents. The
+//     loop then also ends only after a whole round whose c differs from each group's first
+//     contents (i / K % K != 0), up to K*K - 1 samples past max_samples or max_ms, so such a
+//     replay shows in EVERY group's output. HAZARD: the device copy takes time between samples,
+//     never inside one (it completes before time_launch records its start). Defaults: warmup 3,
+//     min_samples 10, max_samples 1000, max_ms 1000, target_noise_rel 0.005, flush_l2 true,
+//     rotate_contents false.
 //   {"op":"exit"} -> {"ok":true}, then exit code 0. End of input also exits 0.
 // Ranges are checked against the arena; overlaps between them are the parent's business.
 //
@@ -49,7 +59,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,6 +67,7 @@
 
 #include "evaluator/arena.h"
 #include "evaluator/device_factory.h"
+#include "evaluator/sandbox_request.h"
 #include "shared/json_fields.h"
 
 namespace kiln::eval {
@@ -126,96 +136,6 @@ Status write_line(int fd, const json& reply) {
     done += static_cast<size_t>(n);
   }
   return Status::ok();
-}
-
-// One request's launch fields, parsed and range-checked.
-struct LaunchFields {
-  KernelHandle handle = 0;
-  LaunchGeometry geometry;
-  std::vector<json> args;  // validated shape: {"tensor":i} | {"i64":v} | {"f32":v}
-  unsigned char poison = 0xFF;
-};
-
-Status get_dim3(JsonFields& fields, const std::string& key, uint32_t out[3]) {
-  const json* v = fields.raw(key);
-  if (v == nullptr) return fields.field_error(key, "missing (required)");
-  if (!v->is_array() || v->size() != 3) return fields.field_error(key, "expected [x, y, z]");
-  for (size_t i = 0; i < 3; ++i) {
-    const json& d = (*v)[i];
-    if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > UINT32_MAX) {
-      return fields.field_error(key, "expected three integers in [1, 2^32)");
-    }
-    out[i] = static_cast<uint32_t>(d.get<int64_t>());
-  }
-  return Status::ok();
-}
-
-Result<LaunchFields> parse_launch(JsonFields& fields) {
-  LaunchFields launch;
-  int64_t handle = -1;
-  KILN_RETURN_IF_ERROR(fields.get("handle", &handle, true));
-  launch.handle = static_cast<KernelHandle>(handle);
-  KILN_RETURN_IF_ERROR(get_dim3(fields, "grid", launch.geometry.grid));
-  KILN_RETURN_IF_ERROR(get_dim3(fields, "block", launch.geometry.block));
-  KILN_RETURN_IF_ERROR(fields.get("shared_bytes", &launch.geometry.shared_bytes));
-  int poison = 0xFF;
-  KILN_RETURN_IF_ERROR(fields.get("poison", &poison));
-  if (poison < 0 || poison > 255) return fields.field_error("poison", "expected a byte (0..255)");
-  launch.poison = static_cast<unsigned char>(poison);
-  const json* args = fields.raw("args");
-  if (args == nullptr || !args->is_array()) return fields.field_error("args", "expected an array");
-  for (size_t i = 0; i < args->size(); ++i) {
-    const json& a = (*args)[i];
-    bool valid = a.is_object() && a.size() == 1 &&
-                 ((a.contains("tensor") && a["tensor"].is_number_unsigned()) ||
-                  (a.contains("i64") && a["i64"].is_number_integer()) ||
-                  (a.contains("f32") && a["f32"].is_number()));
-    if (!valid) {
-      return fields.field_error("args[" + std::to_string(i) + "]",
-                                "expected {\"tensor\": i}, {\"i64\": v} or {\"f32\": v}");
-    }
-    launch.args.push_back(a);
-  }
-  return launch;
-}
-
-struct TensorLayout {
-  uint64_t offset = 0;
-  uint64_t bytes = 0;
-  bool out = false;
-  std::optional<uint64_t> after;  // inputs: where to copy the device copy back
-};
-
-Result<std::vector<TensorLayout>> parse_tensors(const json& list, const std::string& source,
-                                                const std::string& path, const Arena& arena,
-                                                bool after_required) {
-  if (!list.is_array()) {
-    return invalid_argument(source + ": field '" + path + "': expected an array");
-  }
-  std::vector<TensorLayout> tensors;
-  for (size_t i = 0; i < list.size(); ++i) {
-    std::string where = path + "[" + std::to_string(i) + "]";
-    JsonFields t(list[i], source, where);
-    KILN_RETURN_IF_ERROR(t.status());
-    TensorLayout layout;
-    int64_t offset = -1, bytes = -1, after = -1;
-    KILN_RETURN_IF_ERROR(t.get("offset", &offset, true));
-    KILN_RETURN_IF_ERROR(t.get("bytes", &bytes, true));
-    KILN_RETURN_IF_ERROR(t.get("out", &layout.out, true));
-    KILN_RETURN_IF_ERROR(t.get("after", &after, !layout.out && after_required));
-    KILN_RETURN_IF_ERROR(t.finish());
-    if (offset < 0 || bytes < 0) return t.field_error("offset", "offset and bytes must be >= 0");
-    layout.offset = static_cast<uint64_t>(offset);
-    layout.bytes = static_cast<uint64_t>(bytes);
-    KILN_RETURN_IF_ERROR(arena.check_range(layout.offset, layout.bytes, source + " " + where));
-    if (after >= 0 && !layout.out) {
-      layout.after = static_cast<uint64_t>(after);
-      KILN_RETURN_IF_ERROR(arena.check_range(*layout.after, layout.bytes,
-                                             source + " " + where + ".after"));
-    }
-    tensors.push_back(layout);
-  }
-  return tensors;
 }
 
 // Median-relative interquartile range of `samples` (linear interpolation between order stats).
@@ -296,6 +216,8 @@ class ChildServer {
     return s;
   }
   Result<std::vector<void*>> place(const std::vector<TensorLayout>& tensors, unsigned char poison);
+  // Inputs only, uploaded from the arena (outputs get nullptr): the staging copies of rotation.
+  Result<std::vector<void*>> place_inputs(const std::vector<TensorLayout>& tensors);
   Result<std::vector<KernelArg>> kernel_args(const LaunchFields& launch,
                                              const std::vector<void*>& buffers);
   Status poison_outputs(const std::vector<TensorLayout>& tensors, const std::vector<void*>& buffers,
@@ -390,6 +312,22 @@ Result<std::vector<void*>> ChildServer::place(const std::vector<TensorLayout>& t
   return buffers;
 }
 
+Result<std::vector<void*>> ChildServer::place_inputs(const std::vector<TensorLayout>& tensors) {
+  std::vector<void*> buffers;
+  for (const TensorLayout& t : tensors) {
+    if (t.out) {
+      buffers.push_back(nullptr);
+      continue;
+    }
+    auto buffer = buffers_.acquire(std::max<uint64_t>(t.bytes, 1));
+    if (!buffer.is_ok()) return device_status(buffer.status(), true);
+    buffers.push_back(*buffer);
+    Status s = device_.copy_to_device(*buffer, arena_.data() + t.offset, t.bytes);
+    KILN_RETURN_IF_ERROR(device_status(s, true));
+  }
+  return buffers;
+}
+
 Result<std::vector<KernelArg>> ChildServer::kernel_args(const LaunchFields& launch,
                                                         const std::vector<void*>& buffers) {
   std::vector<KernelArg> args;
@@ -448,56 +386,51 @@ Result<json> ChildServer::do_run(JsonFields& f) {
 }
 
 Result<json> ChildServer::do_time(JsonFields& f) {
-  KILN_ASSIGN_OR_RETURN(LaunchFields launch, parse_launch(f));
-  int64_t warmup = 3, min_samples = 10, max_samples = 1000;
-  double max_ms = 1000, target_noise_rel = 0.005;
-  bool flush_l2 = true;
-  KILN_RETURN_IF_ERROR(f.get("warmup", &warmup));
-  KILN_RETURN_IF_ERROR(f.get("min_samples", &min_samples));
-  KILN_RETURN_IF_ERROR(f.get("max_samples", &max_samples));
-  KILN_RETURN_IF_ERROR(f.get("max_ms", &max_ms));
-  KILN_RETURN_IF_ERROR(f.get("target_noise_rel", &target_noise_rel));
-  KILN_RETURN_IF_ERROR(f.get("flush_l2", &flush_l2));
-  if (warmup < 0 || min_samples < 1 || max_samples < min_samples || max_ms <= 0) {
-    return invalid_argument("request 'time': need warmup >= 0, 1 <= min_samples <= max_samples "
-                            "and max_ms > 0");
-  }
-  const json* list = f.raw("sets");
-  if (list == nullptr || !list->is_array() || list->empty()) {
-    return f.field_error("sets", "expected a non-empty array of tensor lists");
-  }
-  std::vector<std::vector<TensorLayout>> sets;
-  std::vector<std::vector<void*>> buffers;
-  for (size_t s = 0; s < list->size(); ++s) {
-    std::string path = "sets[" + std::to_string(s) + "]";
-    KILN_ASSIGN_OR_RETURN(auto tensors,
-                          parse_tensors((*list)[s], "request 'time'", path, arena_, false));
-    if (!sets.empty()) {
-      bool same = tensors.size() == sets[0].size();
-      for (size_t i = 0; same && i < tensors.size(); ++i) {
-        same = tensors[i].bytes == sets[0][i].bytes && tensors[i].out == sets[0][i].out;
-      }
-      if (!same) {
-        return f.field_error(path, "differs from sets[0] in tensor count, size or direction");
-      }
-    }
-    sets.push_back(std::move(tensors));
-  }
-  KILN_RETURN_IF_ERROR(f.finish());
-  for (const auto& tensors : sets) {
-    KILN_ASSIGN_OR_RETURN(auto placed, place(tensors, launch.poison));
+  KILN_ASSIGN_OR_RETURN(TimeRequest t, parse_time_request(f, arena_));
+  const size_t k = t.sets.size();
+  std::vector<std::vector<void*>> buffers;  // the groups the kernel is launched on
+  std::vector<std::vector<void*>> staging;  // rotate_contents: each set's inputs, never launched on
+  for (const auto& tensors : t.sets) {
+    KILN_ASSIGN_OR_RETURN(auto placed, place(tensors, t.launch.poison));
     buffers.push_back(std::move(placed));
+    if (t.rotate_contents) {
+      KILN_ASSIGN_OR_RETURN(auto inputs, place_inputs(tensors));
+      staging.push_back(std::move(inputs));
+    }
   }
   std::vector<std::vector<KernelArg>> args;
   for (const auto& b : buffers) {
-    KILN_ASSIGN_OR_RETURN(auto a, kernel_args(launch, b));
+    KILN_ASSIGN_OR_RETURN(auto a, kernel_args(t.launch, b));
     args.push_back(std::move(a));
   }
 
-  for (int64_t w = 0; w < warmup; ++w) {
-    size_t s = static_cast<size_t>(w) % sets.size();
-    KILN_RETURN_IF_ERROR(poison_outputs(sets[s], buffers[s], launch.poison));
-    Status launched = device_.launch(launch.handle, launch.geometry, args[s]);
+  // Readies the group of the next launch (warm-up and timed alike) and returns its index.
+  std::vector<size_t> contents(k);
+  for (size_t g = 0; g < k; ++g) contents[g] = g;
+  uint64_t launches = 0;
+  auto next_group = [&]() -> Result<size_t> {
+    const size_t g = launches % k;
+    if (t.rotate_contents) {
+      const size_t c = (g + launches / k) % k;
+      for (size_t i = 0; i < t.sets[g].size(); ++i) {
+        if (t.sets[g][i].out) continue;
+        Status s = device_.copy_on_device(buffers[g][i], staging[c][i], t.sets[g][i].bytes);
+        KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
+      }
+      contents[g] = c;
+    }
+    KILN_RETURN_IF_ERROR(poison_outputs(t.sets[g], buffers[g], t.launch.poison));
+    ++launches;
+    return g;
+  };
+  // With rotation, the loop ends only after a whole round whose contents are no group's first.
+  auto rotation_may_end = [&] {
+    return !t.rotate_contents || (launches % k == 0 && (launches / k - 1) % k != 0);
+  };
+
+  for (int64_t w = 0; w < t.warmup; ++w) {
+    KILN_ASSIGN_OR_RETURN(size_t g, next_group());
+    Status launched = device_.launch(t.launch.handle, t.launch.geometry, args[g]);
     KILN_RETURN_IF_ERROR(device_status(std::move(launched), true));
   }
   KILN_RETURN_IF_ERROR(device_status(device_.synchronize(), true));
@@ -507,27 +440,27 @@ Result<json> ChildServer::do_time(JsonFields& f) {
   std::string stop;
   double noise_rel = 1.0;
   const auto start = std::chrono::steady_clock::now();
-  while (stop.empty()) {
-    size_t s = samples_us.size() % sets.size();
-    KILN_RETURN_IF_ERROR(poison_outputs(sets[s], buffers[s], launch.poison));
-    auto t = device_.time_launch(launch.handle, launch.geometry, args[s], flush_l2);
-    if (!t.is_ok()) return device_status(t.status(), true);
-    samples_us.push_back(*t);
+  while (stop.empty() || !rotation_may_end()) {
+    KILN_ASSIGN_OR_RETURN(size_t g, next_group());
+    auto time = device_.time_launch(t.launch.handle, t.launch.geometry, args[g], t.flush_l2);
+    if (!time.is_ok()) return device_status(time.status(), true);
+    samples_us.push_back(*time);
     clocks_mhz.push_back(device_.sm_clock_mhz());
+    if (!stop.empty()) continue;  // only finishing the rotation's round
     const auto n = static_cast<int64_t>(samples_us.size());
     double elapsed_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (n >= min_samples && (n == min_samples || n % 5 == 0)) {
+    if (n >= t.min_samples && (n == t.min_samples || n % 5 == 0)) {
       noise_rel = relative_iqr(samples_us);
-      if (noise_rel < target_noise_rel) stop = "noise";
+      if (noise_rel < t.target_noise_rel) stop = "noise";
     }
-    if (stop.empty() && n >= max_samples) stop = "max_samples";
-    if (stop.empty() && elapsed_ms >= max_ms) stop = "max_ms";
+    if (stop.empty() && n >= t.max_samples) stop = "max_samples";
+    if (stop.empty() && elapsed_ms >= t.max_ms) stop = "max_ms";
   }
   noise_rel = relative_iqr(samples_us);
-  for (size_t s = 0; s < sets.size(); ++s) KILN_RETURN_IF_ERROR(copy_back(sets[s], buffers[s]));
+  for (size_t g = 0; g < k; ++g) KILN_RETURN_IF_ERROR(copy_back(t.sets[g], buffers[g]));
   return json{{"ok", true},         {"samples_us", samples_us}, {"clocks_mhz", clocks_mhz},
-              {"noise_rel", noise_rel}, {"stop", stop}};
+              {"noise_rel", noise_rel}, {"stop", stop}, {"contents_of_group", contents}};
 }
 
 }  // namespace

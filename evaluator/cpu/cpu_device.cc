@@ -181,6 +181,14 @@ Status CpuDevice::copy_to_host(void* dst, const void* src, size_t bytes) {
   return Status::ok();
 }
 
+Status CpuDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
+  if (bytes > 0 && (dst == nullptr || src == nullptr)) {
+    return invalid_argument("copy_on_device: null pointer for " + std::to_string(bytes) + " bytes");
+  }
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+  return Status::ok();
+}
+
 Status CpuDevice::fill(void* dst, unsigned char byte, size_t bytes) {
   if (bytes > 0 && dst == nullptr) return invalid_argument("fill: null pointer");
   if (bytes > 0) std::memset(dst, byte, bytes);

@@ -43,6 +43,7 @@ class CpuDevice : public Device {
   Status free(void* ptr) override;  // nullptr is a no-op; a pointer not from alloc() is an error
   Status copy_to_device(void* dst, const void* src, size_t bytes) override;
   Status copy_to_host(void* dst, const void* src, size_t bytes) override;
+  Status copy_on_device(void* dst, const void* src, size_t bytes) override;
   Status fill(void* dst, unsigned char byte, size_t bytes) override;
 
   // Geometry is ignored: the kernel runs once, on the calling thread. The argument count and

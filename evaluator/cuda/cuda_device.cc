@@ -164,7 +164,7 @@ Status CudaDevice::free(void* ptr) {
   return KILN_DEVICE_CU(cuMemFree, owned);
 }
 
-// The three memory operations run on stream_ (so they follow earlier launches) and wait for it:
+// The four memory operations run on stream_ (so they follow earlier launches) and wait for it:
 // when they return, the data has arrived.
 Status CudaDevice::copy_to_device(void* dst, const void* src, size_t bytes) {
   KILN_RETURN_IF_ERROR(enter());
@@ -177,6 +177,13 @@ Status CudaDevice::copy_to_host(void* dst, const void* src, size_t bytes) {
   KILN_RETURN_IF_ERROR(enter());
   KILN_RETURN_IF_ERROR(
       KILN_DEVICE_CU(cuMemcpyDtoHAsync, dst, device_ptr(src), bytes, stream_.get()));
+  return KILN_DEVICE_CU(cuStreamSynchronize, stream_.get());
+}
+
+Status CudaDevice::copy_on_device(void* dst, const void* src, size_t bytes) {
+  KILN_RETURN_IF_ERROR(enter());
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuMemcpyDtoDAsync, device_ptr(dst), device_ptr(src), bytes,
+                                      stream_.get()));
   return KILN_DEVICE_CU(cuStreamSynchronize, stream_.get());
 }
 

@@ -57,6 +57,7 @@ class CudaDevice final : public eval::Device {
   Status free(void* ptr) override;
   Status copy_to_device(void* dst, const void* src, size_t bytes) override;
   Status copy_to_host(void* dst, const void* src, size_t bytes) override;
+  Status copy_on_device(void* dst, const void* src, size_t bytes) override;
   Status fill(void* dst, unsigned char byte, size_t bytes) override;
 
   // Enqueues on the device's stream and checks the launch call itself; faults inside the kernel

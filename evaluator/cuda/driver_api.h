@@ -24,8 +24,9 @@ namespace kiln::cuda {
   X(cuCtxCreate) X(cuCtxDestroy) X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize)        \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuFuncSetAttribute)             \
   X(cuFuncGetAttribute) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree)      \
-  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8)        \
-  X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)                 \
+  X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)                      \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy)     \
+  X(cuStreamSynchronize)                                                                         \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                  \
   X(cuEventDestroy)
 

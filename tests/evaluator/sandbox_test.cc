@@ -37,6 +37,23 @@ const std::vector<KernelSource>& kernel_sources() {
 extern "C" void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 })", {K::kTensorIn, K::kTensorIn, K::kTensorOut, K::kInt64}},
+      // Replays the first result it computed into each output pointer (THREATS.md row 3).
+      {"replay", R"(#include <cstdint>
+static float* outs[16];
+static float results[16][1000];
+static int seen = 0;
+extern "C" void replay(const float* a, const float* b, float* out, int64_t n) {
+  for (int k = 0; k < seen; ++k) {
+    if (outs[k] != out) continue;
+    for (int64_t i = 0; i < n; ++i) out[i] = results[k][i];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  if (seen == 16 || n > 1000) return;
+  outs[seen] = out;
+  for (int64_t i = 0; i < n; ++i) results[seen][i] = out[i];
+  ++seen;
+})", {K::kTensorIn, K::kTensorIn, K::kTensorOut, K::kInt64}},
       {"mutate", R"(#include <cstdint>
 extern "C" void mutate(const float* a, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i];
@@ -320,6 +337,87 @@ TEST_F(SandboxTest, TimeReturnsSamplesAndCopiesEachSetsTimedOutputsBack) {
     ASSERT_EQ(floats(*sandbox, 16384 + 8192)[i], 6.0f * static_cast<float>(i) + 2)
         << "set 1, " << i;
   }
+}
+
+// Times `kernel` (an add) over two sets at 0 and 16384 (a, b, out at +0, +4096, +8192) and
+// returns the reply; the inputs are filled here, differently per set.
+json time_two_sets(Sandbox& sandbox, int64_t handle, bool rotate) {
+  auto set = [](uint64_t base) {
+    return json{{{"offset", base}, {"bytes", kTensorBytes}, {"out", false}},
+                {{"offset", base + 4096}, {"bytes", kTensorBytes}, {"out", false}},
+                {{"offset", base + 8192}, {"bytes", kTensorBytes}, {"out", true}}};
+  };
+  for (uint64_t base : {0u, 16384u}) {
+    for (int64_t i = 0; i < kN; ++i) {
+      reinterpret_cast<float*>(sandbox.arena() + base)[i] = (base == 0 ? 1.0f : 5.0f) * i + 1;
+      reinterpret_cast<float*>(sandbox.arena() + base + 4096)[i] = 1.0f;
+    }
+  }
+  json request = {{"op", "time"}, {"handle", handle}, {"grid", {1, 1, 1}}, {"block", {1, 1, 1}},
+                  {"args", {{{"tensor", 0}}, {{"tensor", 1}}, {{"tensor", 2}}, {{"i64", kN}}}},
+                  {"sets", {set(0), set(16384)}}, {"warmup", 2}, {"min_samples", 6},
+                  {"max_samples", 6}, {"max_ms", 3000}, {"flush_l2", false},
+                  {"rotate_contents", rotate}};
+  auto reply = sandbox.call(request, 10000);
+  EXPECT_TRUE(reply.is_ok()) << reply.status().to_string();
+  return reply.is_ok() ? *reply : json();
+}
+
+// Whether group g's output (at 16384 * g + 8192) is exactly a + b of set `contents`.
+bool output_matches_set(Sandbox& sandbox, size_t group, size_t contents) {
+  const auto* a = reinterpret_cast<const float*>(sandbox.arena() + 16384 * contents);
+  const auto* b = reinterpret_cast<const float*>(sandbox.arena() + 16384 * contents + 4096);
+  const auto* out = reinterpret_cast<const float*>(sandbox.arena() + 16384 * group + 8192);
+  for (int64_t i = 0; i < kN; ++i) {
+    if (out[i] != a[i] + b[i]) return false;
+  }
+  return true;
+}
+
+TEST_F(SandboxTest, RotatedContentsGiveEachPointerFreshInputsAcrossLaunches) {
+  // Without rotation each pointer always sees the same contents: the replay looks right.
+  auto plain = spawn();
+  ASSERT_NE(plain, nullptr);
+  json reply = time_two_sets(*plain, load(*plain, "replay"), false);
+  ASSERT_EQ(reply["ok"], true) << reply.dump();
+  EXPECT_EQ(reply["contents_of_group"], json({0, 1}));
+  EXPECT_TRUE(output_matches_set(*plain, 0, 0));
+  EXPECT_TRUE(output_matches_set(*plain, 1, 1));
+
+  // With rotation the honest kernel matches the set each group held last, and that set is not
+  // the group's own (the loop ends on such a round), so the replay is caught in every group.
+  for (const char* kernel : {"add", "replay"}) {
+    auto sandbox = spawn();
+    ASSERT_NE(sandbox, nullptr);
+    reply = time_two_sets(*sandbox, load(*sandbox, kernel), true);
+    ASSERT_EQ(reply["ok"], true) << kernel << ": " << reply.dump();
+    EXPECT_EQ(reply["samples_us"].size() % 2, 0u) << reply.dump();
+    const json& contents = reply["contents_of_group"];
+    ASSERT_EQ(contents, json({1, 0})) << kernel << ": " << reply.dump();
+    for (size_t g = 0; g < 2; ++g) {
+      EXPECT_EQ(output_matches_set(*sandbox, g, contents[g].get<size_t>()),
+                std::string(kernel) == "add")
+          << kernel << ", group " << g;
+    }
+  }
+}
+
+TEST_F(SandboxTest, RotatingContentsNeedsTwoSets) {
+  auto sandbox = spawn();
+  ASSERT_NE(sandbox, nullptr);
+  json request = {{"op", "time"}, {"handle", load(*sandbox, "add")}, {"grid", {1, 1, 1}},
+                  {"block", {1, 1, 1}},
+                  {"args", {{{"tensor", 0}}, {{"tensor", 1}}, {{"tensor", 2}}, {{"i64", kN}}}},
+                  {"sets",
+                   {{{{"offset", 0}, {"bytes", kTensorBytes}, {"out", false}},
+                     {{"offset", 4096}, {"bytes", kTensorBytes}, {"out", false}},
+                     {{"offset", 8192}, {"bytes", kTensorBytes}, {"out", true}}}}},
+                  {"rotate_contents", true}};
+  auto reply = sandbox->call(request, kCallTimeoutMs);
+  ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
+  EXPECT_EQ((*reply)["ok"], false);
+  EXPECT_NE((*reply)["error"].get<std::string>().find("rotate_contents"), std::string::npos)
+      << reply->dump();
 }
 
 TEST_F(SandboxTest, ExternallyKilledChildIsUnavailableWithoutHanging) {

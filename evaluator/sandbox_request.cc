@@ -1,0 +1,128 @@
+// Reading the sandbox child's requests: launch fields, tensor lists and "time" options, each
+// error naming the request and the field.
+#include "evaluator/sandbox_request.h"
+
+namespace kiln::eval {
+namespace {
+
+using nlohmann::json;
+
+Status get_dim3(JsonFields& fields, const std::string& key, uint32_t out[3]) {
+  const json* v = fields.raw(key);
+  if (v == nullptr) return fields.field_error(key, "missing (required)");
+  if (!v->is_array() || v->size() != 3) return fields.field_error(key, "expected [x, y, z]");
+  for (size_t i = 0; i < 3; ++i) {
+    const json& d = (*v)[i];
+    if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > UINT32_MAX) {
+      return fields.field_error(key, "expected three integers in [1, 2^32)");
+    }
+    out[i] = static_cast<uint32_t>(d.get<int64_t>());
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<LaunchFields> parse_launch(JsonFields& fields) {
+  LaunchFields launch;
+  int64_t handle = -1;
+  KILN_RETURN_IF_ERROR(fields.get("handle", &handle, true));
+  launch.handle = static_cast<KernelHandle>(handle);
+  KILN_RETURN_IF_ERROR(get_dim3(fields, "grid", launch.geometry.grid));
+  KILN_RETURN_IF_ERROR(get_dim3(fields, "block", launch.geometry.block));
+  KILN_RETURN_IF_ERROR(fields.get("shared_bytes", &launch.geometry.shared_bytes));
+  int poison = 0xFF;
+  KILN_RETURN_IF_ERROR(fields.get("poison", &poison));
+  if (poison < 0 || poison > 255) return fields.field_error("poison", "expected a byte (0..255)");
+  launch.poison = static_cast<unsigned char>(poison);
+  const json* args = fields.raw("args");
+  if (args == nullptr || !args->is_array()) return fields.field_error("args", "expected an array");
+  for (size_t i = 0; i < args->size(); ++i) {
+    const json& a = (*args)[i];
+    bool valid = a.is_object() && a.size() == 1 &&
+                 ((a.contains("tensor") && a["tensor"].is_number_unsigned()) ||
+                  (a.contains("i64") && a["i64"].is_number_integer()) ||
+                  (a.contains("f32") && a["f32"].is_number()));
+    if (!valid) {
+      return fields.field_error("args[" + std::to_string(i) + "]",
+                                "expected {\"tensor\": i}, {\"i64\": v} or {\"f32\": v}");
+    }
+    launch.args.push_back(a);
+  }
+  return launch;
+}
+
+Result<std::vector<TensorLayout>> parse_tensors(const json& list, const std::string& source,
+                                                const std::string& path, const Arena& arena,
+                                                bool after_required) {
+  if (!list.is_array()) {
+    return invalid_argument(source + ": field '" + path + "': expected an array");
+  }
+  std::vector<TensorLayout> tensors;
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string where = path + "[" + std::to_string(i) + "]";
+    JsonFields t(list[i], source, where);
+    KILN_RETURN_IF_ERROR(t.status());
+    TensorLayout layout;
+    int64_t offset = -1, bytes = -1, after = -1;
+    KILN_RETURN_IF_ERROR(t.get("offset", &offset, true));
+    KILN_RETURN_IF_ERROR(t.get("bytes", &bytes, true));
+    KILN_RETURN_IF_ERROR(t.get("out", &layout.out, true));
+    KILN_RETURN_IF_ERROR(t.get("after", &after, !layout.out && after_required));
+    KILN_RETURN_IF_ERROR(t.finish());
+    if (offset < 0 || bytes < 0) return t.field_error("offset", "offset and bytes must be >= 0");
+    layout.offset = static_cast<uint64_t>(offset);
+    layout.bytes = static_cast<uint64_t>(bytes);
+    KILN_RETURN_IF_ERROR(arena.check_range(layout.offset, layout.bytes, source + " " + where));
+    if (after >= 0 && !layout.out) {
+      layout.after = static_cast<uint64_t>(after);
+      KILN_RETURN_IF_ERROR(arena.check_range(*layout.after, layout.bytes,
+                                             source + " " + where + ".after"));
+    }
+    tensors.push_back(layout);
+  }
+  return tensors;
+}
+
+Result<TimeRequest> parse_time_request(JsonFields& f, const Arena& arena) {
+  TimeRequest t;
+  KILN_ASSIGN_OR_RETURN(t.launch, parse_launch(f));
+  KILN_RETURN_IF_ERROR(f.get("warmup", &t.warmup));
+  KILN_RETURN_IF_ERROR(f.get("min_samples", &t.min_samples));
+  KILN_RETURN_IF_ERROR(f.get("max_samples", &t.max_samples));
+  KILN_RETURN_IF_ERROR(f.get("max_ms", &t.max_ms));
+  KILN_RETURN_IF_ERROR(f.get("target_noise_rel", &t.target_noise_rel));
+  KILN_RETURN_IF_ERROR(f.get("flush_l2", &t.flush_l2));
+  KILN_RETURN_IF_ERROR(f.get("rotate_contents", &t.rotate_contents));
+  if (t.warmup < 0 || t.min_samples < 1 || t.max_samples < t.min_samples || t.max_ms <= 0) {
+    return invalid_argument("request 'time': need warmup >= 0, 1 <= min_samples <= max_samples "
+                            "and max_ms > 0");
+  }
+  const json* list = f.raw("sets");
+  if (list == nullptr || !list->is_array() || list->empty()) {
+    return f.field_error("sets", "expected a non-empty array of tensor lists");
+  }
+  for (size_t s = 0; s < list->size(); ++s) {
+    std::string path = "sets[" + std::to_string(s) + "]";
+    KILN_ASSIGN_OR_RETURN(auto tensors,
+                          parse_tensors((*list)[s], "request 'time'", path, arena, false));
+    if (!t.sets.empty()) {
+      const auto& first = t.sets[0];
+      bool same = tensors.size() == first.size();
+      for (size_t i = 0; same && i < tensors.size(); ++i) {
+        same = tensors[i].bytes == first[i].bytes && tensors[i].out == first[i].out;
+      }
+      if (!same) {
+        return f.field_error(path, "differs from sets[0] in tensor count, size or direction");
+      }
+    }
+    t.sets.push_back(std::move(tensors));
+  }
+  if (t.rotate_contents && t.sets.size() < 2) {
+    return f.field_error("rotate_contents", "needs at least two sets to rotate over");
+  }
+  KILN_RETURN_IF_ERROR(f.finish());
+  return t;
+}
+
+}  // namespace kiln::eval
