@@ -3,6 +3,8 @@
 // summary (or the result as JSON).
 #include "cli/eval_cmd.h"
 
+#include "cli/sweep.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +37,9 @@ struct EvalArgs {
   bool json = false;
   bool no_time = false;
   bool remeasure = false;
+  bool sweep = false;
+  uint32_t limit = 0;
+  uint64_t seed = 1;
 };
 
 Result<std::map<std::string, std::string>> parse_pairs(const std::string& text, const char* what) {
@@ -91,7 +96,7 @@ int run_eval(const EvalArgs& a) {
   eval::CandidateSpec c;
   Result<std::map<std::string, std::string>> params = parse_pairs(a.params, "--params");
   if (!params.is_ok()) return fail(params.status().message(), 2);
-  const bool tunable = a.use_template || !params->empty() || (!a.source_file.empty() && b->tunable);
+  const bool tunable = a.sweep || a.use_template || !params->empty() || (!a.source_file.empty() && b->tunable);
   if (tunable && !b->tunable) return fail("target '" + target->name + "' has no template for " + backend, 2);
   const KernelSpec& spec = tunable ? *b->tunable : b->seed;
   c.geometry = &spec;
@@ -144,7 +149,7 @@ int run_eval(const EvalArgs& a) {
   }
   Result<bool> ok = eval::satisfies_constraints(spec, options.benchmark_override.value_or(target->benchmark), dtype, c.params);
   if (!ok.is_ok()) return fail(ok.status().message(), 2);
-  if (!*ok) return fail("the parameters violate the template's constraints", 2);
+  if (!*ok && !a.sweep) return fail("the parameters violate the template's constraints", 2);
 
   Result<std::unique_ptr<eval::Toolchain>> tc = eval::Toolchain::create(backend, options.cache_dir);
   if (!tc.is_ok()) return fail(tc.status().message(), 1);
@@ -160,6 +165,12 @@ int run_eval(const EvalArgs& a) {
   Result<std::unique_ptr<eval::CandidateEvaluator>> ev =
       eval::CandidateEvaluator::create(*target, backend, (*tc)->compiler(), options);
   if (!ev.is_ok()) return fail(ev.status().message(), 1);
+
+  if (a.sweep) {
+    SweepArgs sw{&*target, &spec, dtype, options.benchmark_override.value_or(target->benchmark),
+                 a.limit, a.seed, 4, a.json};
+    return run_sweep(sw, **ev, (*tc)->compiler(), progress_out);
+  }
 
   std::string param_text;
   for (const auto& [k, v] : c.params) param_text += (param_text.empty() ? "" : ",") + k + "=" + v;
@@ -215,6 +226,11 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--json", args->json, "Print the result as JSON (progress goes to stderr)");
   sub->add_flag("--no-time", args->no_time, "Verify only");
   sub->add_flag("--remeasure", args->remeasure, "Measure the device's ceilings again");
+  sub->add_flag("--sweep", args->sweep,
+                "Evaluate every configuration of the template that meets its constraints, with\n"
+                "compiles overlapping the device work; print the fastest and the evaluation rate");
+  sub->add_option("--limit", args->limit, "With --sweep: a random sample of at most this many");
+  sub->add_option("--seed", args->seed, "With --sweep --limit: the sample's random seed");
   sub->callback([&action, args] { action = [args] { return run_eval(*args); }; });
 }
 

@@ -479,6 +479,30 @@ proto::Outcome outcome_of(CaseKind k) {
 
 }  // namespace
 
+Result<std::vector<std::pair<DType, CompileRequest>>> CandidateEvaluator::compile_requests(
+    const CandidateSpec& c, DType timing_dtype) const {
+  const Impl& m = *impl_;
+  // Untrusted text is compiled outside the sandbox, so nothing compiles before the scan passes.
+  if (!scan_source(c.source, m.backend).empty()) {
+    return invalid_argument("the source has static-scan findings; it is not compiled");
+  }
+  std::vector<std::pair<DType, CompileRequest>> out;
+  std::vector<DType> order = {timing_dtype};
+  for (DType d : m.dtypes) if (d != timing_dtype) order.push_back(d);
+  for (DType d : order) {
+    KILN_ASSIGN_OR_RETURN(std::string macro, dtype_macro(m.backend, d));
+    CompileRequest req;
+    req.source = with_prelude(m.backend, c.source);
+    req.kernel_name = c.kernel_name;
+    req.defines = c.params;
+    req.defines["KILN_DTYPE"] = macro;
+    req.arch = arch_;
+    req.signature = signature(m.target, d);
+    out.emplace_back(d, std::move(req));
+  }
+  return out;
+}
+
 proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DType timing_dtype,
                                                      const ProgressFn& progress) {
   Impl& m = *impl_;
@@ -520,8 +544,11 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
   stage("scan", true, "", 0, 1);
 
   // Compile once per dtype the backend's kernels support (the sweep covers them all).
-  std::vector<DType> order = {timing_dtype};
-  for (DType d : m.dtypes) if (d != timing_dtype) order.push_back(d);
+  Result<std::vector<std::pair<DType, CompileRequest>>> requests = compile_requests(c, timing_dtype);
+  if (!requests.is_ok()) {
+    r.log = requests.status().message();
+    return finish(proto::Outcome::kInternalError);
+  }
   std::map<DType, KernelHandle> handles;
   auto unload_all = [&] {
     if (!m.sandbox || !m.sandbox->alive()) return;
@@ -530,19 +557,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     }
   };
   double compile_ms = 0;
-  for (DType d : order) {
-    Result<std::string> macro = dtype_macro(m.backend, d);
-    if (!macro.is_ok()) {
-      r.log = macro.status().message();
-      return finish(proto::Outcome::kInternalError);
-    }
-    CompileRequest req;
-    req.source = with_prelude(m.backend, c.source);
-    req.kernel_name = c.kernel_name;
-    req.defines = c.params;
-    req.defines["KILN_DTYPE"] = *macro;
-    req.arch = arch_;
-    req.signature = signature(m.target, d);
+  for (const auto& [d, req] : *requests) {
     CompileOutput out = m.compiler->compile(req);
     compile_ms += out.compile_ms;
     if (!out.ok) {
@@ -573,7 +588,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     handles[d] = loaded->value("handle", KernelHandle{0});
   }
   r.metrics["compile_ms"] = compile_ms;
-  stage("compile", true, "", 0, static_cast<uint32_t>(order.size()));
+  stage("compile", true, "", 0, static_cast<uint32_t>(requests->size()));
 
   // The five verification stages; the first failing stage ends the evaluation.
   for (const char* name : {"smoke", "sweep", "adversarial", "determinism", "edge"}) {

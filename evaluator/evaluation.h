@@ -30,7 +30,7 @@ struct EvaluatorOptions {
   uint32_t max_timing_ms = 1000;
   double target_noise_rel = 0.005;
   bool flush_l2 = true;
-  uint32_t timing_sets = 2;          // independent input sets the timed launches rotate over
+  uint32_t timing_sets = 2;          // input sets; from 2 the timed launches rotate their contents
   double throttle_fraction = 0.95;   // samples at a clock below this x the highest are dropped
   // Device ceilings for the floor check (0: unknown, no check); see ceilings.h.
   double bandwidth_bytes_per_s = 0;
@@ -66,6 +66,12 @@ class CandidateEvaluator {
   // the result, with every stage's verdict.
   proto::EvaluationResult evaluate(const CandidateSpec& candidate, DType timing_dtype,
                                    const ProgressFn& progress = {});
+
+  // The compiles evaluate() will run for `candidate` (one per dtype), for a caller that wants to
+  // start them early on a CompilePool so they overlap the device work of the candidate before
+  // (results land in the compile cache). Fails for a source the static scan refuses.
+  Result<std::vector<std::pair<DType, CompileRequest>>> compile_requests(
+      const CandidateSpec& candidate, DType timing_dtype) const;
 
   const std::string& arch() const { return arch_; }
   const std::string& device_name() const { return device_name_; }

@@ -1,0 +1,134 @@
+// The template sweep behind `kiln eval --sweep`.
+#include "cli/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <future>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/compile_pool.h"
+#include "evaluator/result_json.h"
+
+namespace kiln::cli {
+
+std::vector<std::map<std::string, std::string>> template_configs(const KernelSpec& spec,
+                                                                 const Shape& shape, DType dtype,
+                                                                 uint32_t limit, uint64_t seed) {
+  std::vector<std::map<std::string, std::string>> all;
+  std::map<std::string, std::string> current = spec.defines;
+  std::vector<std::string> names;
+  for (const auto& [k, v] : spec.space) names.push_back(k);
+  // Odometer over the parameter lists.
+  std::vector<size_t> index(names.size(), 0);
+  while (true) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      current[names[i]] = std::to_string(spec.space.at(names[i])[index[i]]);
+    }
+    Result<bool> ok = eval::satisfies_constraints(spec, shape, dtype, current);
+    if (ok.is_ok() && *ok) all.push_back(current);
+    size_t i = 0;
+    while (i < names.size() && ++index[i] == spec.space.at(names[i]).size()) index[i++] = 0;
+    if (i == names.size()) break;
+  }
+  if (limit > 0 && all.size() > limit) {
+    std::mt19937_64 rng(seed);
+    std::shuffle(all.begin(), all.end(), rng);
+    all.resize(limit);
+  }
+  return all;
+}
+
+int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Compiler& compiler,
+              FILE* progress) {
+  std::vector<std::map<std::string, std::string>> configs =
+      template_configs(*a.spec, a.shape, a.dtype, a.limit, a.seed);
+  if (configs.empty()) {
+    std::fprintf(stderr, "kiln eval --sweep: no configuration satisfies the template's constraints\n");
+    return 2;
+  }
+  auto candidate = [&](const std::map<std::string, std::string>& params) {
+    eval::CandidateSpec c{"template", a.spec->source, a.spec->kernel_name, params, a.spec};
+    return c;
+  };
+  auto text = [](const std::map<std::string, std::string>& params) {
+    std::string s;
+    for (const auto& [k, v] : params) s += (s.empty() ? "" : ",") + k + "=" + v;
+    return s;
+  };
+  std::fprintf(progress, "sweeping %zu configurations of %s's template (%s)\n", configs.size(),
+               a.target->name.c_str(), std::string(dtype_name(a.dtype)).c_str());
+
+  // Compiles run ahead on the pool: while configuration i is verified and timed, the next ones
+  // compile into the cache, so the device never waits for NVRTC.
+  eval::CompilePool pool(compiler, a.compile_threads);
+  std::deque<std::future<eval::CompileOutput>> in_flight;
+  size_t next_prefetch = 0;
+  auto prefetch_until = [&](size_t end) {
+    for (; next_prefetch < std::min(end, configs.size()); ++next_prefetch) {
+      auto reqs = evaluator.compile_requests(candidate(configs[next_prefetch]), a.dtype);
+      if (!reqs.is_ok()) continue;
+      for (auto& [d, req] : *reqs) in_flight.push_back(pool.submit(req));
+    }
+    while (in_flight.size() > 64) {  // bound the queue; finished futures are just dropped
+      in_flight.front().wait();
+      in_flight.pop_front();
+    }
+  };
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::pair<std::map<std::string, std::string>, proto::EvaluationResult>> results;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    prefetch_until(i + 1 + a.compile_threads);
+    proto::EvaluationResult r = evaluator.evaluate(candidate(configs[i]), a.dtype);
+    std::fprintf(progress, "  [%zu/%zu] %-28s %-14s", i + 1, configs.size(), text(configs[i]).c_str(),
+                 proto::outcome_name(r.outcome).c_str());
+    if (r.outcome == proto::Outcome::kVerified) {
+      std::fprintf(progress, " %10.2f us", r.timing.median_us);
+      if (r.metrics.count("fraction_of_floor")) {
+        std::fprintf(progress, "  %5.1f%% of floor", 100 * r.metrics.at("fraction_of_floor"));
+      }
+    }
+    std::fprintf(progress, "  [%.2f s]\n", r.wall_ms / 1000);
+    std::fflush(progress);
+    results.emplace_back(configs[i], std::move(r));
+  }
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  std::vector<size_t> order;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].second.outcome == proto::Outcome::kVerified) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return results[x].second.timing.median_us < results[y].second.timing.median_us;
+  });
+  const double per_hour = results.size() / wall_s * 3600.0;
+  if (a.json) {
+    nlohmann::json j = {{"target", a.target->name}, {"dtype", dtype_name(a.dtype)},
+                        {"configurations", results.size()}, {"verified", order.size()},
+                        {"wall_s", wall_s}, {"evaluations_per_hour", per_hour}};
+    j["results"] = nlohmann::json::array();
+    for (const auto& [params, r] : results) {
+      nlohmann::json e = eval::result_to_json(r);
+      e["params"] = params;
+      j["results"].push_back(e);
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("\n%zu of %zu configurations verified in %.1f s (%.0f evaluations per hour)\n",
+                order.size(), results.size(), wall_s, per_hour);
+    for (size_t k = 0; k < std::min<size_t>(order.size(), 10); ++k) {
+      const auto& [params, r] = results[order[k]];
+      std::printf("%2zu. %-30s %10.2f us", k + 1, text(params).c_str(), r.timing.median_us);
+      if (r.metrics.count("fraction_of_floor")) {
+        std::printf("  %5.1f%% of floor", 100 * r.metrics.at("fraction_of_floor"));
+      }
+      std::printf("\n");
+    }
+  }
+  return order.empty() ? 1 : 0;
+}
+
+}  // namespace kiln::cli
