@@ -91,7 +91,10 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
         std::fprintf(progress, "  %5.1f%% of floor", 100 * r.metrics.at("fraction_of_floor"));
       }
     }
-    std::fprintf(progress, "  [%.2f s]\n", r.wall_ms / 1000);
+    auto metric = [&](const char* k) { return r.metrics.count(k) ? r.metrics.at(k) / 1000 : 0.0; };
+    std::fprintf(progress, "  [%.2f s: load %.2f, verify %.2f, time %.2f]\n", r.wall_ms / 1000,
+                 metric("prepare_ms"), metric("verified_at_ms") - metric("prepare_ms"),
+                 r.wall_ms / 1000 - metric("verified_at_ms"));
     std::fflush(progress);
     results.emplace_back(configs[i], std::move(r));
   }
