@@ -47,6 +47,7 @@ struct CompileOutput {
   std::string cache_key;       // content hash of everything that determines `binary`
   double compile_ms = 0;       // 0 when served from the cache
   bool from_cache = false;
+  bool rejected = false;       // refused for a policy reason (a banned import), not a syntax error
 };
 
 // Compiles on the calling thread; thread-safe, so a pool may call it concurrently.

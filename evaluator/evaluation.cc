@@ -561,10 +561,10 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     CompileOutput out = m.compiler->compile(req);
     compile_ms += out.compile_ms;
     if (!out.ok) {
-      stage("compile", false, std::string(dtype_name(d)), 0, 1);
+      stage("compile", false, std::string(dtype_name(d)) + (out.rejected ? ": refused" : ""), 0, 1);
       r.log = out.log;
       unload_all();
-      return finish(proto::Outcome::kCompileError);
+      return finish(out.rejected ? proto::Outcome::kRejected : proto::Outcome::kCompileError);
     }
     std::string path = m.scratch + "/" + out.cache_key + (m.backend == "cuda" ? ".cubin" : ".so");
     if (!fs::exists(path)) {
@@ -644,6 +644,28 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
                                    dist, m.seeds.next()));
       sets_json.push_back(tensors_json(sets.back().slots));
     }
+    // Each group's closing launch runs on its set's inputs with one element changed (chosen here,
+    // from a seed the candidate never sees), so the checked outputs come from contents no earlier
+    // launch had: a result cached under the pointer or a sample of the inputs shows up stale.
+    nlohmann::json patches = nlohmann::json::array();
+    for (size_t s = 0; s < sets.size() && sets.size() >= 2; ++s) {
+      Impl::SetData& d = sets[s];
+      for (size_t i = 0; i < d.slots.size(); ++i) {
+        const TensorSlot& slot = d.slots[i];
+        if (slot.arg->role != TargetArg::Role::kInput) continue;
+        const size_t e = m.seeds.next() % slot.count;
+        const double v = d.values[i][e];
+        const double changed = round_to(slot.dtype, v >= 0 ? v - 4.0 : v + 4.0);
+        d.values[i][e] = changed;
+        std::string bytes(dtype_bytes(slot.dtype), '\0');
+        encode(slot.dtype, &changed, 1, bytes.data());
+        std::vector<unsigned> byte_list(bytes.begin(), bytes.end());
+        for (auto& b : byte_list) b &= 0xFF;
+        patches.push_back({{"set", s}, {"tensor", i}, {"offset", e * dtype_bytes(slot.dtype)},
+                           {"bytes", byte_list}});
+        break;  // one element of the first input is enough to make the contents new
+      }
+    }
     auto refs = std::async(std::launch::async, [&] {
       for (auto& s : sets) m.compute_reference(s, bench);
     });
@@ -653,6 +675,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
                 {"max_samples", m.options.max_samples}, {"max_ms", m.options.max_timing_ms},
                 {"target_noise_rel", m.options.target_noise_rel}, {"flush_l2", m.options.flush_l2},
                 {"poison", kPoisonA}, {"rotate_contents", sets.size() >= 2}});
+    if (!patches.empty()) req["final"] = patches;
     uint32_t timeout = m.options.phase_timeout_ms + m.options.max_timing_ms * 2;
     Result<nlohmann::json> reply = m.sandbox->call(req, timeout);
     refs.wait();

@@ -121,6 +121,30 @@ Result<TimeRequest> parse_time_request(JsonFields& f, const Arena& arena) {
   if (t.rotate_contents && t.sets.size() < 2) {
     return f.field_error("rotate_contents", "needs at least two sets to rotate over");
   }
+  if (const json* patches = f.raw("final")) {
+    if (!patches->is_array()) return f.field_error("final", "expected an array of patches");
+    if (!t.rotate_contents) return f.field_error("final", "needs rotate_contents");
+    for (size_t i = 0; i < patches->size(); ++i) {
+      const json& p = (*patches)[i];
+      std::string where = "final[" + std::to_string(i) + "]";
+      if (!p.is_object() || !p.contains("set") || !p.contains("tensor") || !p.contains("offset") ||
+          !p.contains("bytes") || !p["set"].is_number_unsigned() || !p["tensor"].is_number_unsigned() ||
+          !p["offset"].is_number_unsigned() || !p["bytes"].is_array()) {
+        return f.field_error(where, "expected {set, tensor, offset, bytes: [..]}");
+      }
+      InputPatch patch{p["set"].get<size_t>(), p["tensor"].get<size_t>(), p["offset"].get<size_t>(), {}};
+      for (const json& b : p["bytes"]) {
+        if (!b.is_number_unsigned() || b.get<unsigned>() > 255) return f.field_error(where, "bytes are 0..255");
+        patch.bytes.push_back(static_cast<char>(b.get<unsigned>()));
+      }
+      if (patch.set >= t.sets.size() || patch.tensor >= t.sets[patch.set].size() ||
+          t.sets[patch.set][patch.tensor].out || patch.bytes.empty() ||
+          patch.offset + patch.bytes.size() > t.sets[patch.set][patch.tensor].bytes) {
+        return f.field_error(where, "does not fit inside an input of its set");
+      }
+      t.final_patches.push_back(std::move(patch));
+    }
+  }
   KILN_RETURN_IF_ERROR(f.finish());
   return t;
 }

@@ -42,6 +42,14 @@ Result<std::vector<TensorLayout>> parse_tensors(const nlohmann::json& list,
 
 // A "time" request with its defaults; sets agree with sets[0] in tensor count, sizes and
 // directions, and rotate_contents comes with at least two sets.
+// A few bytes written into one input of one set's group before the closing launch (see do_time).
+struct InputPatch {
+  size_t set = 0;
+  size_t tensor = 0;     // index into the set's tensor list (an input)
+  size_t offset = 0;     // byte offset inside that tensor
+  std::string bytes;
+};
+
 struct TimeRequest {
   LaunchFields launch;
   std::vector<std::vector<TensorLayout>> sets;
@@ -52,6 +60,7 @@ struct TimeRequest {
   double target_noise_rel = 0.005;
   bool flush_l2 = true;
   bool rotate_contents = false;
+  std::vector<InputPatch> final_patches;  // "final": needs rotate_contents
 };
 
 // Reads every field of `fields` (then finish(): an unknown field is an error).

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -52,6 +53,40 @@ std::string first_line(std::string_view s) {
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+// Imports (undefined dynamic symbols, `nm -D --undefined-only` output) outside the allow-list,
+// comma-separated; empty when all are allowed.
+std::string disallowed_imports(const std::string& nm_output) {
+  static const std::set<std::string> kAllowed = {
+      "memcpy", "memmove", "memset", "memcmp", "__memcpy_chk", "__memset_chk", "__memmove_chk",
+      "__stack_chk_fail", "__cxa_finalize", "__gmon_start__", "_ITM_registerTMCloneTable",
+      "_ITM_deregisterTMCloneTable", "__cxa_guard_acquire", "__cxa_guard_release",
+      "__cxa_guard_abort", "__cxa_pure_virtual", "__gxx_personality_v0", "_Unwind_Resume",
+      "__tls_get_addr", "abort", "__assert_fail"};  // crashing only ends the sandbox child
+  static const std::set<std::string> kMath = {
+      "sqrt", "exp", "exp2", "expm1", "log", "log2", "log1p", "log10", "pow", "sin", "cos", "tan",
+      "tanh", "sinh", "cosh", "asin", "acos", "atan", "atan2", "erf", "erfc", "fma", "fmin", "fmax",
+      "floor", "ceil", "round", "lround", "trunc", "fabs", "hypot", "cbrt", "rint", "nearbyint",
+      "fmod", "ldexp", "frexp", "modf", "copysign", "isnan", "isinf", "lgamma", "tgamma"};
+  std::string bad;
+  std::istringstream in(nm_output);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::string name = line.substr(line.find_last_of(' ') + 1);
+    name = name.substr(0, name.find('@'));  // drop the symbol version
+    if (name.empty()) continue;
+    std::string base = name;
+    if (base.size() > 1 && (base.back() == 'f' || base.back() == 'l') && kMath.count(base.substr(0, base.size() - 1))) {
+      base.pop_back();
+    }
+    if (base.rfind("__", 0) == 0 && base.size() > 8 && base.compare(base.size() - 7, 7, "_finite") == 0) {
+      base = base.substr(2, base.size() - 9);
+    }
+    if (kAllowed.count(name) || kMath.count(base)) continue;
+    bad += (bad.empty() ? "'" : ", '") + name + "'";
+  }
+  return bad;
+}
 
 // A private directory (mode 0700 from mkdtemp) removed with its contents on destruction.
 class ScratchDir {
@@ -316,6 +351,20 @@ CompileOutput CpuCompiler::compile(const CompileRequest& request) {
                   std::to_string(run->term_signal) + "\n");
   }
   if (run->exit_code != 0) return finish(log);  // a compile error: an expected, cacheable outcome
+
+  // The candidate may only import math and memory functions: anything else it declares by hand
+  // (threads, clocks, system calls) would run in the timed process (THREATS.md rows 5-7).
+  Result<ProcessResult> symbols =
+      run_process({"nm", "-D", "--undefined-only", dir->file(kOutputFile)}, kProbeTimeout);
+  if (!symbols.is_ok() || symbols->exit_code != 0) {
+    return not_cacheable(symbols.is_ok() ? internal_error("nm failed: " + symbols->output)
+                                         : symbols.status());
+  }
+  if (std::string bad = disallowed_imports(symbols->output); !bad.empty()) {
+    out.rejected = true;
+    return finish(log + "kiln: the kernel imports " + bad +
+                  "; cpu kernels may use only math and memory functions\n");
+  }
 
   Result<std::string> binary = read_file(dir->file(kOutputFile));
   if (!binary.is_ok()) return not_cacheable(binary.status());

@@ -1,0 +1,134 @@
+// The cheating-kernel regression suite on the cpu backend (THREATS.md): every kernel under
+// tests/cheats/cpu/ is a modified rmsnorm seed that cheats one way, evaluated end to end (scan,
+// compile, sandbox, verification stages, timing, floor); the evaluator must reach the expected
+// outcome at the expected stage. honest.cpp is the control that must verify.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "evaluator/evaluation.h"
+#include "evaluator/toolchain.h"
+#include "shared/target_spec.h"
+#include "tests/support/cheat_cases.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::eval {
+namespace {
+
+using proto::Outcome;
+using testing::CheatCase;
+
+// Rows 13 and 14 (timing false positives, a lucky sample) are properties of the timer and of
+// acceptance, not of a kernel; they have no cheat here.
+const CheatCase kCpuCheats[] = {
+    {"honest", "honest.cpp", DType::kF32, Outcome::kVerified, ""},
+    {"writes_nothing", "writes_nothing.cpp", DType::kF32, Outcome::kWrongAnswer, "smoke",
+     "unwritten"},
+    {"writes_even_rows_only", "writes_partial.cpp", DType::kF32, Outcome::kWrongAnswer, "smoke",
+     "unwritten"},
+    {"mutates_input", "mutates_input.cpp", DType::kF32, Outcome::kRejected, "smoke",
+     "input 'x' was modified"},
+    {"replay_by_pointer", "replay_by_pointer.cpp", DType::kF32, Outcome::kWrongAnswer,
+     "adversarial"},
+    {"replay_in_timing", "replay_in_timing.cpp", DType::kF32, Outcome::kWrongAnswer,
+     "timed_outputs"},
+    // Caught by the closing launch of each timing group: its inputs carry one element changed,
+    // contents no earlier launch had, so an answer cached under a sample of the inputs is stale.
+    {"replay_by_content", "replay_by_content.cpp", DType::kF32, Outcome::kWrongAnswer,
+     "timed_outputs"},
+    {"unit_rms", "unit_rms.cpp", DType::kF32, Outcome::kWrongAnswer, "smoke"},
+    {"drops_eps", "drops_eps.cpp", DType::kF32, Outcome::kWrongAnswer, "adversarial"},
+    {"calls_system", "calls_system.cpp", DType::kF32, Outcome::kRejected, "scan",
+     "identifier:system"},
+    {"loads_library", "loads_library.cpp", DType::kF32, Outcome::kRejected, "scan",
+     "identifier:dlopen"},
+    {"spawns_thread", "spawns_thread.cpp", DType::kF32, Outcome::kRejected, "scan",
+     "identifier:std::thread"},
+    // Declares thrd_create by hand, past the scan: refused after compiling, because the shared
+    // object imports a function outside the math/memory allow-list.
+    {"c11_thread", "c11_thread.cpp", DType::kF32, Outcome::kRejected, "compile",
+     "refused"},
+    {"load_time_hook", "load_time_hook.cpp", DType::kF32, Outcome::kRejected, "scan",
+     "identifier:constructor"},
+    {"warmup_counter", "warmup_counter.cpp", DType::kF32, Outcome::kWrongAnswer, "sweep",
+     "unwritten"},
+    {"warmup_counter_late", "warmup_counter_late.cpp", DType::kF32, Outcome::kWrongAnswer,
+     "timed_outputs", "unwritten"},
+    {"half_precision", "half_precision.cpp", DType::kF32, Outcome::kWrongAnswer, "smoke"},
+    {"reads_stale_output", "reads_stale_output.cpp", DType::kF32, Outcome::kWrongAnswer,
+     "determinism", "differ bitwise"},
+    {"fixed_n256", "fixed_n256.cpp", DType::kF32, Outcome::kWrongAnswer, "sweep"},
+    {"no_tail", "no_tail.cpp", DType::kF32, Outcome::kWrongAnswer, "edge", "unwritten"},
+    // Row 9 (faster than physics), with the honest kernel: a ceiling of 1 kB/s puts the floor of
+    // 132 kB far above any real time; 100 GB/s (more than a cpu reaches) must not trip it.
+    {"honest_below_absurd_floor", "honest.cpp", DType::kF32, Outcome::kRejected, "floor",
+     "below the physical floor", 1e3},
+    {"honest_above_plausible_floor", "honest.cpp", DType::kF32, Outcome::kVerified, "", "", 1e11},
+};
+
+class CpuCheats : public ::testing::TestWithParam<CheatCase> {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    Result<TargetSpec> target = load_target(testing::source_root() + "/targets/rmsnorm");
+    if (!target.is_ok()) {
+      setup_error_ = target.status().to_string();
+      return;
+    }
+    target_ = new TargetSpec(std::move(target).value());
+    auto toolchain = Toolchain::create("cpu", dir_->path());
+    if (!toolchain.is_ok()) {
+      setup_error_ = toolchain.status().to_string();
+      return;
+    }
+    toolchain_ = std::move(toolchain).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete toolchain_;
+    delete target_;
+    delete dir_;
+    toolchain_ = nullptr;
+    target_ = nullptr;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
+
+  static inline testing::TempDir* dir_ = nullptr;
+  static inline TargetSpec* target_ = nullptr;
+  static inline Toolchain* toolchain_ = nullptr;
+  static inline std::string setup_error_;
+};
+
+TEST_P(CpuCheats, IsCaughtAtItsStage) {
+  const CheatCase& c = GetParam();
+  const std::string path = testing::source_root() + "/tests/cheats/cpu/" + c.file;
+  CandidateSpec candidate;
+  candidate.label = c.file;
+  candidate.source = testing::read_text(path);
+  ASSERT_FALSE(candidate.source.empty()) << "cannot read " << path;
+  const BackendSpec* cpu = target_->backend("cpu");
+  ASSERT_NE(cpu, nullptr);
+  candidate.geometry = &cpu->seed;
+  candidate.kernel_name = "rmsnorm_seed";
+
+  EvaluatorOptions options;
+  options.kiln_binary = testing::kiln_binary();
+  options.cache_dir = dir_->path();
+  options.benchmark_override = Shape{{"M", 64}, {"N", 256}};
+  options.min_samples = 10;
+  options.max_timing_ms = 200;
+  options.time = true;
+  options.bandwidth_bytes_per_s = c.bandwidth_bytes_per_s;
+  auto evaluator = CandidateEvaluator::create(*target_, "cpu", toolchain_->compiler(), options);
+  ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
+
+  proto::EvaluationResult r = (*evaluator)->evaluate(candidate, c.dtype);
+  testing::expect_caught_as_described(c, r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threats, CpuCheats, ::testing::ValuesIn(kCpuCheats),
+                         testing::cheat_case_name);
+
+}  // namespace
+}  // namespace kiln::eval

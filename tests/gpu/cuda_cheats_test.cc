@@ -1,0 +1,188 @@
+// The cheating-kernel regression suite on the cuda backend (THREATS.md; ctest label gpu): every
+// kernel under tests/cheats/cuda/ is a modified rmsnorm seed that cheats one way (or hangs, or
+// faults), evaluated end to end on GPU 0; the evaluator must reach the expected outcome at the
+// expected stage. honest.cu is the control that must verify. Without a GPU the evaluations skip
+// with "no CUDA GPU"; the NVRTC compile check of the sources runs wherever libnvrtc loads.
+#include <gtest/gtest.h>
+
+#ifdef KILN_HAVE_CUDA
+
+#include <memory>
+#include <string>
+
+#include "evaluator/cuda/cuda_probe.h"
+#include "evaluator/cuda/nvrtc_compiler.h"
+#include "evaluator/evaluation.h"
+#include "evaluator/prelude.h"
+#include "evaluator/source_scan.h"
+#include "evaluator/toolchain.h"
+#include "shared/target_spec.h"
+#include "tests/support/cheat_cases.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::eval {
+namespace {
+
+using proto::Outcome;
+using testing::CheatCase;
+
+// Timing dtype f16 throughout, except where the cheat is about f32. Row 6 (another stream) has no
+// case: the sandbox owns stream creation and candidates are device code only. Rows 13 and 14 are
+// properties of the timer and of acceptance, not of a kernel.
+const CheatCase kCudaCheats[] = {
+    {"honest", "honest.cu", DType::kF16, Outcome::kVerified, ""},
+    {"writes_nothing", "writes_nothing.cu", DType::kF16, Outcome::kWrongAnswer, "smoke",
+     "unwritten"},
+    {"writes_even_rows_only", "writes_partial.cu", DType::kF16, Outcome::kWrongAnswer, "smoke",
+     "unwritten"},
+    {"mutates_input", "mutates_input.cu", DType::kF16, Outcome::kRejected, "smoke",
+     "input 'x' was modified"},
+    {"replay_by_pointer", "replay_by_pointer.cu", DType::kF16, Outcome::kWrongAnswer,
+     "adversarial"},
+    {"replay_in_timing", "replay_in_timing.cu", DType::kF16, Outcome::kWrongAnswer,
+     "timed_outputs"},
+    // Caught by the closing launch of each timing group: its inputs carry one element changed,
+    // contents no earlier launch had, so an answer cached under a sample of the inputs is stale.
+    {"replay_by_content", "replay_by_content.cu", DType::kF16, Outcome::kWrongAnswer,
+     "timed_outputs"},
+    {"unit_rms", "unit_rms.cu", DType::kF16, Outcome::kWrongAnswer, "smoke"},
+    {"drops_eps", "drops_eps.cu", DType::kF16, Outcome::kWrongAnswer, "adversarial"},
+    {"launches_child_kernel", "launches_child_kernel.cu", DType::kF16, Outcome::kRejected, "scan",
+     "host-code:<<<"},
+    {"calls_cublas", "calls_cublas.cu", DType::kF16, Outcome::kRejected, "scan",
+     "identifier:cublasHgemm"},
+    {"device_malloc", "device_malloc.cu", DType::kF16, Outcome::kRejected, "scan",
+     "identifier:cudaMalloc"},
+    {"reads_globaltimer", "reads_globaltimer.cu", DType::kF16, Outcome::kRejected, "scan",
+     "timer:globaltimer"},
+    {"warmup_counter", "warmup_counter.cu", DType::kF16, Outcome::kWrongAnswer, "sweep",
+     "unwritten"},
+    {"warmup_counter_late", "warmup_counter_late.cu", DType::kF16, Outcome::kWrongAnswer,
+     "timed_outputs", "unwritten"},
+    {"half_precision", "half_precision.cu", DType::kF32, Outcome::kWrongAnswer, "smoke"},
+    {"reads_stale_output", "reads_stale_output.cu", DType::kF16, Outcome::kWrongAnswer,
+     "determinism", "differ bitwise"},
+    {"fixed_n256", "fixed_n256.cu", DType::kF16, Outcome::kWrongAnswer, "sweep"},
+    {"no_tail", "no_tail.cu", DType::kF16, Outcome::kWrongAnswer, "edge", "unwritten"},
+    {"infinite_loop", "infinite_loop.cu", DType::kF16, Outcome::kTimeout, "smoke"},
+    {"illegal_address", "illegal_address.cu", DType::kF16, Outcome::kCrash, "smoke"},
+    // Row 9 (faster than physics), with the honest kernel: a ceiling of 1 kB/s puts the floor of
+    // 1 MB far above any real time; 5 TB/s (above any H100/H200's HBM) must not trip it.
+    {"honest_below_absurd_floor", "honest.cu", DType::kF16, Outcome::kRejected, "floor",
+     "below the physical floor", 1e3},
+    {"honest_above_plausible_floor", "honest.cu", DType::kF16, Outcome::kVerified, "", "", 5e12},
+};
+
+std::string cheat_path(const char* file) {
+  return testing::source_root() + "/tests/cheats/cuda/" + file;
+}
+
+class CudaCheats : public ::testing::TestWithParam<CheatCase> {
+ protected:
+  static void SetUpTestSuite() {
+    cuda::CudaProbe probe = cuda::probe_cuda();
+    if (!probe.driver_loaded || probe.gpus.empty()) {
+      no_gpu_ = !probe.driver_error.empty() ? probe.driver_error : "no devices";
+      return;
+    }
+    dir_ = new testing::TempDir();
+    Result<TargetSpec> target = load_target(testing::source_root() + "/targets/rmsnorm");
+    if (!target.is_ok()) {
+      setup_error_ = target.status().to_string();
+      return;
+    }
+    target_ = new TargetSpec(std::move(target).value());
+    auto toolchain = Toolchain::create("cuda", dir_->path());
+    if (!toolchain.is_ok()) {
+      setup_error_ = "a GPU but no cuda toolchain: " + toolchain.status().to_string();
+      return;
+    }
+    toolchain_ = std::move(toolchain).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete toolchain_;
+    delete target_;
+    delete dir_;
+    toolchain_ = nullptr;
+    target_ = nullptr;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!no_gpu_.empty()) GTEST_SKIP() << "no CUDA GPU: " << no_gpu_;
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  static inline testing::TempDir* dir_ = nullptr;
+  static inline TargetSpec* target_ = nullptr;
+  static inline Toolchain* toolchain_ = nullptr;
+  static inline std::string no_gpu_;
+  static inline std::string setup_error_;
+};
+
+TEST_P(CudaCheats, IsCaughtAtItsStage) {
+  const CheatCase& c = GetParam();
+  CandidateSpec candidate;
+  candidate.label = c.file;
+  candidate.source = testing::read_text(cheat_path(c.file));
+  ASSERT_FALSE(candidate.source.empty()) << "cannot read " << cheat_path(c.file);
+  const BackendSpec* cuda = target_->backend("cuda");
+  ASSERT_NE(cuda, nullptr);
+  candidate.geometry = &cuda->seed;
+  candidate.kernel_name = "rmsnorm_seed";
+
+  EvaluatorOptions options;
+  options.kiln_binary = testing::kiln_binary();
+  options.cache_dir = dir_->path();
+  options.gpu = 0;
+  options.phase_timeout_ms = 3000;  // the hang case ends quickly
+  options.benchmark_override = Shape{{"M", 256}, {"N", 1024}};
+  options.min_samples = 10;
+  options.max_timing_ms = 200;
+  options.time = true;
+  options.bandwidth_bytes_per_s = c.bandwidth_bytes_per_s;
+  auto evaluator = CandidateEvaluator::create(*target_, "cuda", toolchain_->compiler(), options);
+  ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
+
+  proto::EvaluationResult r = (*evaluator)->evaluate(candidate, c.dtype);
+  testing::expect_caught_as_described(c, r);
+}
+
+INSTANTIATE_TEST_SUITE_P(Threats, CudaCheats, ::testing::ValuesIn(kCudaCheats),
+                         testing::cheat_case_name);
+
+// Needs NVRTC, not a GPU: a cheat that the scan passes must fail for its cheating, never for a
+// typo, so every such source compiles for every dtype of the target.
+TEST(CudaCheatSources, EveryCheatPastTheScanCompilesWithNvrtcForEachDtype) {
+  auto compiler = cuda::NvrtcCompiler::load();
+  if (!compiler.is_ok()) {
+    GTEST_SKIP() << "libnvrtc cannot be loaded: " << compiler.status().to_string();
+  }
+  cuda::CudaProbe probe = cuda::probe_cuda();
+  const std::string arch = probe.gpus.empty() ? "sm_90a" : probe.gpus.front().arch();
+  int compiled = 0;
+  for (const CheatCase& c : kCudaCheats) {
+    const std::string source = testing::read_text(cheat_path(c.file));
+    ASSERT_FALSE(source.empty()) << "cannot read " << cheat_path(c.file);
+    if (!scan_source(source, "cuda").empty()) continue;
+    for (DType d : {DType::kF16, DType::kBF16, DType::kF32}) {
+      CompileRequest request;
+      request.source = with_prelude("cuda", source);
+      request.kernel_name = "rmsnorm_seed";
+      request.defines["KILN_DTYPE"] = dtype_macro("cuda", d).value();
+      request.arch = arch;
+      CompileOutput out = (*compiler)->compile(request);
+      EXPECT_TRUE(out.ok) << c.file << " (" << dtype_name(d) << ", " << arch << "):\n" << out.log;
+      ++compiled;
+    }
+  }
+  EXPECT_GT(compiled, 0);
+}
+
+}  // namespace
+}  // namespace kiln::eval
+
+#else  // !KILN_HAVE_CUDA
+
+TEST(CudaCheats, NeedCudaHeaders) { GTEST_SKIP() << "no CUDA GPU: built without CUDA headers"; }
+
+#endif  // KILN_HAVE_CUDA
