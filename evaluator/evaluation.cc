@@ -666,9 +666,13 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
         break;  // one element of the first input is enough to make the contents new
       }
     }
-    auto refs = std::async(std::launch::async, [&] {
-      for (auto& s : sets) m.compute_reference(s, bench);
-    });
+    r.metrics["inputs_ready_at_ms"] = phase_ms();
+    // The references (one thread per set: reference code is single-threaded) run while the child
+    // times the candidate.
+    std::vector<std::future<void>> refs;
+    for (auto& set : sets) {
+      refs.push_back(std::async(std::launch::async, [&m, &set, &bench] { m.compute_reference(set, bench); }));
+    }
     nlohmann::json req = geometry_json(*g);
     req.update({{"op", "time"}, {"handle", handles[timing_dtype]}, {"args", args_json(m.target, bench)},
                 {"sets", sets_json}, {"warmup", m.options.warmup}, {"min_samples", m.options.min_samples},
@@ -678,7 +682,9 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     if (!patches.empty()) req["final"] = patches;
     uint32_t timeout = m.options.phase_timeout_ms + m.options.max_timing_ms * 2;
     Result<nlohmann::json> reply = m.sandbox->call(req, timeout);
-    refs.wait();
+    r.metrics["timed_at_ms"] = phase_ms();
+    for (auto& f : refs) f.wait();
+    r.metrics["references_at_ms"] = phase_ms();
     std::string what = "timing " + shape_string(bench) + " " + std::string(dtype_name(timing_dtype));
     CaseOutcome failed;
     if (!reply.is_ok()) failed = m.call_failed(reply.status(), what);
