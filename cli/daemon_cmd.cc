@@ -51,6 +51,8 @@ void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--backend", o->backend, "cuda or cpu")->capture_default_str();
   sub->add_option("--gpu", o->gpu, "GPU ordinal (one daemon per GPU)")->capture_default_str();
   sub->add_option("--capacity", o->capacity, "Tasks held at once")->capture_default_str();
+  sub->add_option("--compile-threads", o->compile_threads,
+                  "Threads compiling waiting tasks while one runs")->capture_default_str();
   sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-backendN-pid)");
   sub->add_option("--cache-dir", o->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in)");

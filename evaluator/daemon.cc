@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "shared/build_info.h"
+#include "evaluator/compile_pool.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/toolchain.h"
 #include "shared/protocol.h"
@@ -34,40 +36,60 @@ class Worker {
 
   proto::EvaluationResult evaluate(const proto::EvaluateTask& task) {
     proto::EvaluationResult r;
+    Result<Prepared> p = prepare(task);
+    if (!p.is_ok()) {
+      r.outcome = proto::Outcome::kInternalError;
+      r.log = p.status().message();
+      spdlog::warn("task {}: {}", task.task_id, r.log);
+    } else {
+      r = p->evaluator->evaluate(p->candidate, p->dtype);
+    }
     r.task_id = task.task_id;
     r.candidate_id = task.candidate_id;
-    auto fail = [&](const std::string& why) {
-      r.outcome = proto::Outcome::kInternalError;
-      r.log = why;
-      spdlog::warn("task {}: {}", task.task_id, why);
-      return r;
-    };
-    if (task.backend != options_.backend) {
-      return fail("this evaluator runs the " + options_.backend + " backend, not " + task.backend);
+    return r;
+  }
+
+  // Starts the compiles of a task that waits behind the running one, so they overlap its device
+  // work; evaluate() later finds them in the compile cache.
+  void prefetch(const proto::EvaluateTask& task, CompilePool& pool) {
+    Result<Prepared> p = prepare(task);
+    if (!p.is_ok()) return;
+    auto requests = p->evaluator->compile_requests(p->candidate, p->dtype);
+    if (!requests.is_ok()) return;
+    for (auto& [d, req] : *requests) in_flight_.push_back(pool.submit(std::move(req)));
+    while (in_flight_.size() > 32) {
+      in_flight_.front().wait();
+      in_flight_.pop_front();
     }
-    Result<CandidateEvaluator*> ev = evaluator_for(task.target);
-    if (!ev.is_ok()) return fail(ev.status().message());
+  }
+
+ private:
+  struct Prepared {
+    CandidateEvaluator* evaluator;
+    CandidateSpec candidate;
+    DType dtype;
+  };
+
+  Result<Prepared> prepare(const proto::EvaluateTask& task) {
+    if (task.backend != options_.backend) {
+      return invalid_argument("this evaluator runs the " + options_.backend + " backend, not " + task.backend);
+    }
+    KILN_ASSIGN_OR_RETURN(CandidateEvaluator * ev, evaluator_for(task.target));
     const TargetSpec& t = targets_.at(task.target);
     const BackendSpec& b = *t.backend(options_.backend);
     // Template geometry when every parameter belongs to the template's space; else the seed's.
     bool tunable = b.tunable && !task.params.empty();
     for (const auto& [k, v] : task.params) tunable = tunable && b.tunable->space.count(k);
     const KernelSpec& spec = tunable ? *b.tunable : b.seed;
-    CandidateSpec c{task.candidate_id, task.source, spec.kernel_name, spec.defines, &spec};
-    for (const auto& [k, v] : task.params) c.params[k] = v;
-    DType dtype = b.dtypes.front();
+    Prepared p{ev, CandidateSpec{task.candidate_id, task.source, spec.kernel_name, spec.defines, &spec},
+               b.dtypes.front()};
+    for (const auto& [k, v] : task.params) p.candidate.params[k] = v;
     if (!task.dtypes.empty()) {
-      Result<DType> d = parse_dtype(task.dtypes.front());
-      if (!d.is_ok()) return fail(d.status().message());
-      dtype = *d;
+      KILN_ASSIGN_OR_RETURN(p.dtype, parse_dtype(task.dtypes.front()));
     }
-    r = (*ev)->evaluate(c, dtype);
-    r.task_id = task.task_id;
-    r.candidate_id = task.candidate_id;
-    return r;
+    return p;
   }
 
- private:
   Result<CandidateEvaluator*> evaluator_for(const std::string& name) {
     if (auto it = evaluators_.find(name); it != evaluators_.end()) return it->second.get();
     if (validate_name(name).is_ok() == false) return invalid_argument("bad target name '" + name + "'");
@@ -94,6 +116,7 @@ class Worker {
   Toolchain& toolchain_;
   std::map<std::string, TargetSpec> targets_;
   std::map<std::string, std::unique_ptr<CandidateEvaluator>> evaluators_;
+  std::deque<std::future<CompileOutput>> in_flight_;
 };
 
 // Tasks in, results out, between the loop thread and the worker thread.
@@ -129,15 +152,19 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
   Mailbox box;
   std::thread worker_thread([&] {
     Worker worker(options, *toolchain);
+    CompilePool pool(toolchain->compiler(), options.compile_threads);
     while (true) {
       proto::EvaluateTask task;
+      std::vector<proto::EvaluateTask> waiting;
       {
         std::unique_lock lock(box.mu);
         box.cv.wait(lock, [&] { return box.closing || !box.tasks.empty(); });
         if (box.closing) return;
         task = std::move(box.tasks.front());
         box.tasks.pop_front();
+        waiting.assign(box.tasks.begin(), box.tasks.end());
       }
+      for (const auto& next : waiting) worker.prefetch(next, pool);
       spdlog::info("evaluating task {} ({} on {})", task.task_id, task.candidate_id, task.target);
       proto::EvaluationResult r = worker.evaluate(task);
       spdlog::info("task {}: {} in {:.0f} ms", task.task_id, proto::outcome_name(r.outcome), r.wall_ms);

@@ -20,6 +20,7 @@ struct DaemonOptions {
   std::string backend = "cuda";  // "cuda" or "cpu"
   int gpu = 0;
   uint32_t capacity = 2;         // tasks held at once (one running, the next one waiting)
+  uint32_t compile_threads = 2;  // compiles of waiting tasks overlap the running one
   std::string cache_dir;
   std::string targets_dir;
   std::string worker_id;         // default: <host>-<backend><gpu>-<pid>

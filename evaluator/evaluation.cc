@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 
 #include "evaluator/prelude.h"
 #include "evaluator/source_scan.h"
@@ -620,7 +621,20 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
         return finish(outcome_of(o.kind));
       }
     }
-    stage(name, true, "", worst, static_cast<uint32_t>(cases.size()));
+    // What the stage covered: its shapes, dtypes and input distributions.
+    std::set<std::string> shapes, dtypes_seen, dists;
+    for (const CaseSpec& cs : cases) {
+      shapes.insert(shape_string(cs.shape));
+      dtypes_seen.insert(std::string(dtype_name(cs.dtype)));
+      dists.insert(std::string(distribution_name(cs.dist)));
+    }
+    auto join = [](const std::set<std::string>& items) {
+      std::string out;
+      for (const auto& i : items) out += (out.empty() ? "" : " ") + i;
+      return out;
+    };
+    stage(name, true, "shapes " + join(shapes) + "; dtypes " + join(dtypes_seen) + "; inputs " + join(dists),
+          worst, static_cast<uint32_t>(cases.size()));
   }
 
   r.metrics["verified_at_ms"] = phase_ms();

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "shared/protocol.h"
@@ -124,6 +125,24 @@ TEST_F(EvaluatorDaemon, AnnouncesItselfAndReturnsAVerifiedTimedResult) {
   std::optional<proto::Envelope> more = next("credit");
   ASSERT_TRUE(more.has_value());  // the slot is offered again
   EXPECT_EQ(std::get<proto::Credit>(more->body).count, 1u);
+}
+
+TEST_F(EvaluatorDaemon, EvaluatesTwoQueuedTasksWhoseCompilesOverlap) {
+  ASSERT_TRUE(next("hello").has_value());
+  // The second task waits behind the first; its compiles start on the pool meanwhile.
+  proto::EvaluateTask second = task("t4", "rmsnorm");
+  second.source += "\n// a different text, so a different compile\n";
+  send(task("t3", "rmsnorm"));
+  send(second);
+  std::set<std::string> answered;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<proto::Envelope> result = next("result", 60000);
+    ASSERT_TRUE(result.has_value());
+    const auto& r = std::get<proto::EvaluationResult>(result->body);
+    EXPECT_EQ(r.outcome, proto::Outcome::kVerified) << r.log;
+    answered.insert(r.task_id);
+  }
+  EXPECT_EQ(answered, (std::set<std::string>{"t3", "t4"}));
 }
 
 TEST_F(EvaluatorDaemon, AnswersGarbageWithAnErrorAndKeepsWorking) {
