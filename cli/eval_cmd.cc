@@ -160,7 +160,11 @@ int run_eval(const EvalArgs& a) {
     if (!ceil.is_ok()) return fail("measuring the device's ceilings: " + ceil.status().message(), 1);
     options.bandwidth_bytes_per_s = ceil->bandwidth_bytes_per_s;
     options.matrix_flops_per_s = ceil->matrix_flops_per_s;
-    std::fprintf(progress_out, "device copy bandwidth: %.2f TB/s\n", ceil->bandwidth_bytes_per_s / 1e12);
+    std::fprintf(progress_out, "device ceilings: copy %.2f TB/s", ceil->bandwidth_bytes_per_s / 1e12);
+    if (ceil->matrix_flops_per_s > 0) {
+      std::fprintf(progress_out, ", f16 tensor cores %.0f TFLOP/s", ceil->matrix_flops_per_s / 1e12);
+    }
+    std::fprintf(progress_out, "\n");
   }
   Result<std::unique_ptr<eval::CandidateEvaluator>> ev =
       eval::CandidateEvaluator::create(*target, backend, (*tc)->compiler(), options);

@@ -24,6 +24,67 @@ extern "C" __global__ void kiln_copy(const uint4* __restrict__ src, uint4* __res
 }
 )";
 
+constexpr const char* kCudaMmaProbe = R"PROBE(
+// Tensor-core rate probe (sm_90a): each warpgroup issues wgmma m64n128k16 (f16 in, f32
+// accumulate) from shared-memory tiles in a loop; the values do not matter, only the issue rate.
+#include <cuda_fp16.h>
+
+__device__ __forceinline__ unsigned long long kiln_desc(const void* p) {
+  unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  unsigned long long desc = (addr & 0x3FFFF) >> 4;
+  desc |= static_cast<unsigned long long>(128 >> 4) << 16;  // leading byte offset
+  desc |= static_cast<unsigned long long>(256 >> 4) << 32;  // stride byte offset
+  return desc;                                              // no swizzle
+}
+
+__device__ __forceinline__ void kiln_wgmma(float (&d)[64], unsigned long long da,
+                                           unsigned long long db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+extern "C" __global__ void __launch_bounds__(128) kiln_mma_probe(float* out, long long iters) {
+  __shared__ __align__(128) __half a_tile[64 * 16];
+  __shared__ __align__(128) __half b_tile[16 * 128];
+  for (int i = threadIdx.x; i < 64 * 16; i += 128) a_tile[i] = __float2half(0.01f * (i % 7 + 1));
+  for (int i = threadIdx.x; i < 16 * 128; i += 128) b_tile[i] = __float2half(0.01f * (i % 5 + 1));
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  float d[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) d[i] = 0.f;
+  const unsigned long long da = kiln_desc(a_tile), db = kiln_desc(b_tile);
+  for (long long it = 0; it < iters; ++it) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    kiln_wgmma(d, da, db);
+    kiln_wgmma(d, da, db);
+    kiln_wgmma(d, da, db);
+    kiln_wgmma(d, da, db);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s += d[i];
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+)PROBE";
+
 constexpr const char* kCpuCopy = R"(
 #include <cstdint>
 extern "C" void kiln_copy(const float* src, float* dst, int64_t n) {
@@ -35,6 +96,39 @@ std::string file_key(const std::string& s) {
   std::string out;
   for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return out;
+}
+
+// Dense f16 tensor-core rate (flop/s) from the wgmma probe: many warpgroups per SM issuing
+// m64n128k16 back to back. The floor check divides flops by it, so it must not underestimate the
+// device: the probe keeps the tensor cores busy from registers and shared memory alone.
+Result<double> measure_matrix_rate(Sandbox& sandbox, Compiler& compiler) {
+  CompileRequest req;
+  req.source = kCudaMmaProbe;
+  req.kernel_name = "kiln_mma_probe";
+  req.arch = sandbox.arch();
+  req.signature = {{ArgSpec::Kind::kTensorOut, DType::kF32, "out"}, {ArgSpec::Kind::kInt64, DType::kI64, "iters"}};
+  CompileOutput out = compiler.compile(req);
+  if (!out.ok) return internal_error("compiling the tensor-core probe failed:\n" + out.log);
+  fs::path bin = fs::temp_directory_path() / ("kiln-mma-" + out.cache_key.substr(0, 16) + ".cubin");
+  std::ofstream(bin, std::ios::binary) << out.binary;
+  KILN_ASSIGN_OR_RETURN(nlohmann::json loaded,
+                        sandbox.call({{"op", "load"}, {"path", bin.string()}, {"kernel", "kiln_mma_probe"}}, 60000));
+  if (!loaded.value("ok", false)) return internal_error("loading the tensor-core probe: " + loaded.dump());
+  constexpr int64_t kBlocks = 1056;  // 4 warpgroups on each of up to 264 SMs
+  constexpr int64_t kIters = 2048;
+  nlohmann::json req_json = {
+      {"op", "time"}, {"handle", loaded["handle"]}, {"grid", {kBlocks, 1, 1}}, {"block", {128, 1, 1}},
+      {"shared_bytes", 0}, {"args", {{{"tensor", 0}}, {{"i64", kIters}}}},
+      {"sets", {{{{"offset", 0}, {"bytes", kBlocks * 4}, {"out", true}}}}},
+      {"warmup", 3}, {"min_samples", 10}, {"max_samples", 100}, {"max_ms", 1000},
+      {"target_noise_rel", 0.005}, {"flush_l2", false}, {"poison", 0}};
+  KILN_ASSIGN_OR_RETURN(nlohmann::json timed, sandbox.call(req_json, 60000));
+  if (!timed.value("ok", false)) return internal_error("timing the tensor-core probe: " + timed.dump());
+  TimingStats t = timing_stats(timed["samples_us"].get<std::vector<double>>(),
+                               timed["clocks_mhz"].get<std::vector<double>>(), 0.95);
+  if (t.median_us <= 0) return internal_error("the tensor-core probe produced no samples");
+  const double flops = 2.0 * 64 * 128 * 16 * 4 * kIters * kBlocks;
+  return flops / (t.median_us * 1e-6);
 }
 
 }  // namespace
@@ -53,7 +147,9 @@ Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& 
   if (!remeasure && fs::exists(file)) {
     std::ifstream in(file);
     nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.value("bandwidth_bytes_per_s", 0.0) > 0) {
+    const bool needs_matrix = cuda && sandbox->arch() == "sm_90a";
+    if (j.is_object() && j.value("bandwidth_bytes_per_s", 0.0) > 0 &&
+        (!needs_matrix || j.value("matrix_flops_per_s", 0.0) > 0)) {
       return Ceilings{j.value("device", ""), j.value("arch", ""), j.value("bandwidth_bytes_per_s", 0.0),
                       j.value("matrix_flops_per_s", 0.0), j.value("copy_bytes", 0.0)};
     }
@@ -97,6 +193,11 @@ Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& 
   }
   Ceilings c{sandbox->device_name(), sandbox->arch(), 2.0 * bytes / (t.median_us * 1e-6), 0,
              2.0 * bytes};
+  if (cuda && sandbox->arch() == "sm_90a") {
+    Result<double> rate = measure_matrix_rate(*sandbox, compiler);
+    if (!rate.is_ok()) return rate.status().with_context("measuring the tensor-core rate");
+    c.matrix_flops_per_s = *rate;
+  }
   nlohmann::json j = {{"device", c.device}, {"arch", c.arch},
                       {"bandwidth_bytes_per_s", c.bandwidth_bytes_per_s},
                       {"matrix_flops_per_s", c.matrix_flops_per_s}, {"copy_bytes", c.copy_bytes},
