@@ -25,7 +25,7 @@ struct EvaluatorOptions {
   int gpu = 0;
   uint32_t phase_timeout_ms = 30000; // watchdog per sandbox call (one case, or one timing)
   uint32_t warmup = 3;
-  uint32_t min_samples = 10;
+  uint32_t min_samples = 30;         // fewer let a short early run of quiet samples stop timing
   uint32_t max_samples = 400;
   uint32_t max_timing_ms = 1000;
   double target_noise_rel = 0.005;
