@@ -1,5 +1,6 @@
 // The shared-memory arena: memfd creation, adoption of an inherited descriptor, and mapping.
 #include "evaluator/arena.h"
+#include "shared/text.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,8 +14,6 @@
 
 namespace kiln::eval {
 namespace {
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 

@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "shared/hash.h"
+#include "shared/text.h"
 
 namespace kiln::eval {
 namespace {
@@ -31,8 +32,6 @@ bool valid_key(const std::string& key) {
   }
   return true;
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 // Writes all of `data` to `fd`, retrying short writes and EINTR.
 bool write_all(int fd, std::string_view data) {
@@ -100,21 +99,21 @@ Status CompileCache::put(const std::string& key, const std::string& bytes) const
   std::string temp_path = shard + "/." + key + ".tmp.XXXXXX";
   int fd = ::mkstemp(temp_path.data());
   if (fd < 0) return unavailable("compile cache: cannot create a file in " + shard + ": " +
-                                 errno_text());
+                                 errno_text(errno));
   std::string header = std::string(kEntryMagic) + sha256_hex(bytes) + "\n";
   bool written = write_all(fd, header) && write_all(fd, bytes) && ::fchmod(fd, 0644) == 0 &&
                  ::fsync(fd) == 0;
-  std::string write_error = written ? "" : errno_text();
+  std::string write_error = written ? "" : errno_text(errno);
   if (::close(fd) != 0 && written) {
     written = false;
-    write_error = errno_text();
+    write_error = errno_text(errno);
   }
   if (!written) {
     ::unlink(temp_path.c_str());
     return unavailable("compile cache: writing " + temp_path + ": " + write_error);
   }
   if (::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-    std::string error = errno_text();
+    std::string error = errno_text(errno);
     ::unlink(temp_path.c_str());
     return unavailable("compile cache: renaming into " + final_path + ": " + error);
   }

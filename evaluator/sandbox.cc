@@ -13,6 +13,7 @@
 //   then decides how the child ends.
 // Not thread-safe: one thread owns a Sandbox and makes its calls.
 #include "evaluator/sandbox.h"
+#include "shared/text.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -48,8 +49,6 @@ constexpr uint32_t kEofGraceMs = 500;       // a child whose stdout closed is dy
 // Descriptor numbers in the child, fixed so the command line can name the arena's.
 constexpr int kChildArenaFd = 3;
 constexpr int kChildExecReportFd = 4;  // close-on-exec; carries errno when exec fails
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 // Owns one descriptor on the error paths of spawn.
 class UniqueFd {

@@ -1,5 +1,6 @@
 // run_process: posix_spawn, one pipe for stdout+stderr, a poll loop with a deadline.
 #include "shared/process.h"
+#include "shared/text.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -20,8 +21,6 @@ namespace {
 
 constexpr size_t kMaxLogBytes = size_t{1} << 20;  // template error storms can be megabytes
 constexpr std::chrono::milliseconds kPollSlice{50};
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 
 #include "shared/hash.h"
 #include "shared/json_fields.h"
+#include "shared/text.h"
 
 namespace kiln {
 namespace fs = std::filesystem;
@@ -22,12 +23,6 @@ Result<std::string> read_text(const fs::path& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 Result<Shape> read_shape(const nlohmann::json& j, const std::string& where,

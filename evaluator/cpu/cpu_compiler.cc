@@ -23,6 +23,7 @@
 
 #include "shared/hash.h"
 #include "shared/process.h"
+#include "shared/text.h"
 
 namespace kiln::eval {
 namespace {
@@ -39,20 +40,11 @@ constexpr const char* kBaseFlags[] = {"-std=c++17",   "-O3",    "-march=native",
 // flag (and the problem), so create() adds it only where the compiler accepts it.
 constexpr const char* kNoGnuUniqueFlag = "-fno-gnu-unique";
 
-bool is_identifier(std::string_view s) {
-  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
 std::string first_line(std::string_view s) {
   s = s.substr(0, s.find('\n'));
   while (!s.empty() && (s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
   return std::string(s);
 }
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 // Imports (undefined dynamic symbols, `nm -D --undefined-only` output) outside the allow-list,
 // comma-separated; empty when all are allowed.

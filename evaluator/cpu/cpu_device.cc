@@ -1,6 +1,7 @@
 // The cpu backend's device: dlopen-based kernel loading, argument checks against the trampoline's
 // record, aligned host allocations and steady_clock timing.
 #include "evaluator/cpu/cpu_device.h"
+#include "shared/text.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -18,8 +19,6 @@ namespace {
 constexpr size_t kAlignmentBytes = 64;             // a cache line; enough for AVX-512 loads
 constexpr size_t kFlushBytes = size_t{64} << 20;   // larger than most last-level caches
 constexpr int64_t kMaxArgs = 1024;                 // sanity bound on a binary's record
-
-std::string errno_text(int err) { return std::strerror(err); }
 
 std::string dl_error() {
   const char* e = dlerror();

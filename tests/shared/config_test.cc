@@ -38,6 +38,8 @@ struct BadConfigCase {
   const char* expected;  // substring of the error message
 };
 
+void PrintTo(const BadConfigCase& c, std::ostream* os) { *os << c.json; }
+
 class ConfigRejects : public ::testing::TestWithParam<BadConfigCase> {};
 
 TEST_P(ConfigRejects, WithAnErrorNamingFileAndField) {

@@ -58,6 +58,8 @@ struct BrokenSpec {
   const char* expected;
 };
 
+void PrintTo(const BrokenSpec& c, std::ostream* os) { *os << c.label; }
+
 class TargetSpecRejects : public ::testing::TestWithParam<BrokenSpec> {};
 
 TEST_P(TargetSpecRejects, WithFileFieldAndProblem) {
