@@ -97,3 +97,16 @@ TEST(JsonFields, RequiredFieldMissingIsNamed) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Config, ShippedExampleConfigLoads) {
+  Result<KilnConfig> c = load_config(std::string(KILN_SOURCE_DIR) + "/configs/run.example.json");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->search.time_budget_s, 28800u);
+  EXPECT_EQ(c->coordinator.bind, "tcp://0.0.0.0:5555");
+}
+
+}  // namespace
+}  // namespace kiln
