@@ -22,7 +22,7 @@ struct Ceilings {
 
 // Returns the cached ceilings of the device behind `options` (cache: <cache_dir>/ceilings/), or
 // measures them in a sandbox of their own: a grid-stride 16-byte copy over a buffer far larger
-// than the L2, timed like a candidate (L2 flushed, median of the samples).
+// than the L2, timed like a candidate (L2 flushed), best sample; and on sm_90a a wgmma f16 probe, best sample.
 Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& options, Compiler& compiler,
                                           const std::string& cache_dir, bool remeasure = false);
 

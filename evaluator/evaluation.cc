@@ -273,7 +273,8 @@ class CandidateEvaluator::Impl {
     return cases;
   }
 
-  size_t needed_arena(DType timing_dtype) const {
+  // Arena bytes the verification cases need at most (each case is laid out from offset 0).
+  size_t verify_bytes(DType timing_dtype) const {
     size_t most = 0;
     for (const char* stage : {"smoke", "sweep", "adversarial", "determinism", "edge"}) {
       for (const auto& c : cases_for(stage, timing_dtype)) {
@@ -282,15 +283,21 @@ class CandidateEvaluator::Impl {
         most = std::max(most, cursor);
       }
     }
-    if (options.time) {
-      size_t cursor = 0;
-      for (uint32_t s = 0; s < options.timing_sets; ++s) {
-        layout(target, benchmark(), timing_dtype, false, &cursor);
-      }
-      most = std::max(most, cursor);
-    }
-    return align_up(most) + (1 << 20);
+    return align_up(most);
   }
+
+  // Arena bytes of the timing sets, which live after the verification region so that they can
+  // be generated while the verification stages run.
+  size_t timing_bytes(DType timing_dtype) const {
+    if (!options.time) return 0;
+    size_t cursor = 0;
+    for (uint32_t s = 0; s < options.timing_sets; ++s) {
+      layout(target, benchmark(), timing_dtype, false, &cursor);
+    }
+    return align_up(cursor);
+  }
+
+  size_t timing_base = 0;  // arena offset of the timing sets
 
   Result<LaunchGeometry> geometry(const CandidateSpec& c, const Shape& shape, DType dtype) const {
     return launch_geometry(*c.geometry, shape, dtype, c.params);
@@ -454,8 +461,12 @@ Result<std::unique_ptr<CandidateEvaluator>> CandidateEvaluator::create(const Tar
   impl.scratch = impl.options.cache_dir + "/binaries";
   fs::create_directories(impl.scratch, ec);
   KILN_ASSIGN_OR_RETURN(impl.reference, Reference::build(impl.target, impl.options.cache_dir));
-  impl.arena_bytes = impl.needed_arena(b->dtypes.front());
-  for (DType d : b->dtypes) impl.arena_bytes = std::max(impl.arena_bytes, impl.needed_arena(d));
+  size_t timing = 0;
+  for (DType d : b->dtypes) {
+    impl.timing_base = std::max(impl.timing_base, impl.verify_bytes(d));
+    timing = std::max(timing, impl.timing_bytes(d));
+  }
+  impl.arena_bytes = impl.timing_base + timing + (1 << 20);
   KILN_RETURN_IF_ERROR(impl.ensure_sandbox().with_context("starting the sandbox"));
   e->arch_ = impl.sandbox->arch();
   e->device_name_ = impl.sandbox->device_name();
@@ -594,6 +605,26 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
   r.metrics["prepare_ms"] = phase_ms();
   stage("compile", true, "", 0, static_cast<uint32_t>(requests->size()));
 
+  // The timing inputs (several sets at the benchmark shape: the largest host-side job of an
+  // evaluation) are generated while the verification stages run, in their own arena region.
+  // Seeds are drawn here, on this thread: SeedSource is not thread-safe.
+  const Shape bench = m.benchmark();
+  std::future<std::vector<Impl::SetData>> timing_inputs;
+  if (m.options.time) {
+    std::vector<uint64_t> seeds;
+    for (uint32_t s = 0; s < m.options.timing_sets; ++s) seeds.push_back(m.seeds.next());
+    timing_inputs = std::async(std::launch::async, [&m, bench, timing_dtype, seeds] {
+      size_t cursor = m.timing_base;
+      std::vector<Impl::SetData> sets;
+      for (size_t s = 0; s < seeds.size(); ++s) {
+        Distribution dist = s % 2 ? Distribution::kUniform : Distribution::kNormal;
+        sets.push_back(m.prepare_set(layout(m.target, bench, timing_dtype, false, &cursor), bench,
+                                     dist, seeds[s]));
+      }
+      return sets;
+    });
+  }
+
   // The five verification stages; the first failing stage ends the evaluation.
   for (const char* name : {"smoke", "sweep", "adversarial", "determinism", "edge"}) {
     std::vector<CaseSpec> cases = m.cases_for(name, timing_dtype);
@@ -639,7 +670,6 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
 
   r.metrics["verified_at_ms"] = phase_ms();
   if (m.options.time) {
-    Shape bench = m.benchmark();
     Result<LaunchGeometry> g = m.geometry(c, bench, timing_dtype);
     if (!g.is_ok()) {
       stage("timed_outputs", false, g.status().message(), 0, 0);
@@ -649,15 +679,9 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     // Several independent input sets; with two or more, the child also rotates their contents
     // through the launched buffers, so a result cached on a pointer (or from warm-up) is stale
     // by the last launch (THREATS.md rows 3 and 8); random non-zero data (row 13).
-    size_t cursor = 0;
-    std::vector<Impl::SetData> sets;
+    std::vector<Impl::SetData> sets = timing_inputs.get();
     nlohmann::json sets_json = nlohmann::json::array();
-    for (uint32_t s = 0; s < m.options.timing_sets; ++s) {
-      Distribution dist = s % 2 ? Distribution::kUniform : Distribution::kNormal;
-      sets.push_back(m.prepare_set(layout(m.target, bench, timing_dtype, false, &cursor), bench,
-                                   dist, m.seeds.next()));
-      sets_json.push_back(tensors_json(sets.back().slots));
-    }
+    for (const auto& set : sets) sets_json.push_back(tensors_json(set.slots));
     // Each group's closing launch runs on its set's inputs with one element changed (chosen here,
     // from a seed the candidate never sees), so the checked outputs come from contents no earlier
     // launch had: a result cached under the pointer or a sample of the inputs shows up stale.
