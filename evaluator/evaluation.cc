@@ -311,9 +311,13 @@ class CandidateEvaluator::Impl {
     std::vector<std::vector<double>> reference;  // per slot; outputs only
   };
 
+  std::vector<SetData> timing_buffers;  // host buffers of the last timing sets, kept for reuse
+
+  // `reuse` hands over the buffers of an earlier set of the same shape: large host vectors that
+  // are allocated once per evaluator instead of page-faulted in again for every candidate.
   SetData prepare_set(std::vector<TensorSlot> slots, const Shape& shape, Distribution dist,
-                      uint64_t seed) {
-    SetData d;
+                      uint64_t seed, SetData reuse = {}) {
+    SetData d = std::move(reuse);
     d.slots = std::move(slots);
     d.values.resize(d.slots.size());
     d.input_checksums.resize(d.slots.size());
@@ -613,13 +617,16 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
   if (m.options.time) {
     std::vector<uint64_t> seeds;
     for (uint32_t s = 0; s < m.options.timing_sets; ++s) seeds.push_back(m.seeds.next());
-    timing_inputs = std::async(std::launch::async, [&m, bench, timing_dtype, seeds] {
+    std::vector<Impl::SetData> reuse = std::move(m.timing_buffers);
+    reuse.resize(seeds.size());
+    timing_inputs = std::async(std::launch::async, [&m, bench, timing_dtype, seeds,
+                                                    reuse = std::move(reuse)]() mutable {
       size_t cursor = m.timing_base;
       std::vector<Impl::SetData> sets;
       for (size_t s = 0; s < seeds.size(); ++s) {
         Distribution dist = s % 2 ? Distribution::kUniform : Distribution::kNormal;
         sets.push_back(m.prepare_set(layout(m.target, bench, timing_dtype, false, &cursor), bench,
-                                     dist, seeds[s]));
+                                     dist, seeds[s], std::move(reuse[s])));
       }
       return sets;
     });
@@ -756,6 +763,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       }
     }
     stage("timed_outputs", true, "", worst, static_cast<uint32_t>(sets.size()));
+    m.timing_buffers = std::move(sets);  // their host buffers serve the next candidate
 
     TimingStats t = timing_stats((*reply)["samples_us"].get<std::vector<double>>(),
                                  (*reply)["clocks_mhz"].get<std::vector<double>>(),
