@@ -1,0 +1,377 @@
+// Internals of the evaluation flow, shared by evaluation.cc only: the arena layout of one input
+// set, the sandbox request pieces, and CandidateEvaluator::Impl, which runs one verification case
+// (run_case) and holds the evaluator's sandbox, reference and reusable buffers.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+
+#include "evaluator/evaluation.h"
+#include "evaluator/tensor_data.h"
+
+namespace kiln::eval {
+namespace evaluation_internal {
+
+using Clock = std::chrono::steady_clock;
+inline constexpr size_t kAlign = 256;
+inline constexpr unsigned char kPoisonA = 0xFF;  // NaN in f16, bf16 and f32
+inline constexpr unsigned char kPoisonB = 0xFE;  // NaN in f16/bf16, a huge negative number in f32
+
+inline size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+inline DType arg_dtype(const TargetArg& a, DType under_test) {
+  if (a.dtype == "T") return under_test;
+  return parse_dtype(a.dtype).value_or(under_test);
+}
+
+// One verification case: a shape, a dtype and an input distribution.
+struct CaseSpec {
+  std::string stage;
+  Shape shape;
+  DType dtype = DType::kF32;
+  Distribution dist = Distribution::kNormal;
+};
+
+enum class CaseKind { kPass, kWrong, kInputMutated, kTimeout, kCrash, kInternal };
+
+struct CaseOutcome {
+  CaseKind kind = CaseKind::kPass;
+  double worst_rel = 0;
+  std::string detail;
+  std::vector<std::string> outputs;  // raw output bytes, when asked for (determinism)
+};
+
+// Where each tensor of one input set lives in the arena.
+struct TensorSlot {
+  const TargetArg* arg;
+  DType dtype;
+  size_t count;
+  size_t offset;
+  size_t after = 0;  // inputs: where the child copies them back after the run
+};
+
+inline std::vector<TensorSlot> layout(const TargetSpec& t, const Shape& shape, DType dtype,
+                               bool with_after, size_t* cursor) {
+  std::vector<TensorSlot> slots;
+  for (const auto& a : t.args) {
+    if (a.role == TargetArg::Role::kScalar) continue;
+    TensorSlot s{&a, arg_dtype(a, dtype), static_cast<size_t>(element_count(a, shape)), 0};
+    size_t bytes = s.count * dtype_bytes(s.dtype);
+    s.offset = *cursor;
+    *cursor += align_up(bytes);
+    if (with_after && a.role == TargetArg::Role::kInput) {
+      s.after = *cursor;
+      *cursor += align_up(bytes);
+    }
+    slots.push_back(s);
+  }
+  return slots;
+}
+
+inline nlohmann::json tensors_json(const std::vector<TensorSlot>& slots) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& s : slots) {
+    nlohmann::json e = {{"offset", s.offset},
+                        {"bytes", s.count * dtype_bytes(s.dtype)},
+                        {"out", s.arg->role == TargetArg::Role::kOutput}};
+    if (s.after) e["after"] = s.after;
+    j.push_back(e);
+  }
+  return j;
+}
+
+// Kernel arguments in the calling convention: tensors, then dims, then scalars.
+inline nlohmann::json args_json(const TargetSpec& t, const Shape& shape) {
+  nlohmann::json j = nlohmann::json::array();
+  int tensor = 0;
+  for (const auto& a : t.args) {
+    if (a.role != TargetArg::Role::kScalar) j.push_back({{"tensor", tensor++}});
+  }
+  for (const auto& d : t.dims) j.push_back({{"i64", shape.at(d)}});
+  for (const auto* s : t.scalars()) {
+    if (s->scalar_type == "i64") j.push_back({{"i64", static_cast<int64_t>(s->value)}});
+    else j.push_back({{"f32", s->value}});
+  }
+  return j;
+}
+
+inline std::vector<ArgSpec> signature(const TargetSpec& t, DType dtype) {
+  std::vector<ArgSpec> sig;
+  for (const auto& a : t.args) {
+    if (a.role == TargetArg::Role::kScalar) continue;
+    sig.push_back({a.role == TargetArg::Role::kInput ? ArgSpec::Kind::kTensorIn
+                                                     : ArgSpec::Kind::kTensorOut,
+                   arg_dtype(a, dtype), a.name});
+  }
+  for (const auto& d : t.dims) sig.push_back({ArgSpec::Kind::kInt64, DType::kI64, d});
+  for (const auto* s : t.scalars()) {
+    sig.push_back({s->scalar_type == "i64" ? ArgSpec::Kind::kInt64 : ArgSpec::Kind::kFloat32,
+                   s->scalar_type == "i64" ? DType::kI64 : DType::kF32, s->name});
+  }
+  return sig;
+}
+
+inline nlohmann::json geometry_json(const LaunchGeometry& g) {
+  return {{"grid", {g.grid[0], g.grid[1], g.grid[2]}},
+          {"block", {g.block[0], g.block[1], g.block[2]}},
+          {"shared_bytes", g.shared_bytes}};
+}
+
+// The "time" reply's contents_of_group: one set index per group, each below `sets`.
+inline Result<std::vector<size_t>> contents_of_group(const nlohmann::json& reply, size_t sets) {
+  const nlohmann::json reported = reply.value("contents_of_group", nlohmann::json());
+  bool valid = reported.is_array() && reported.size() == sets;
+  std::vector<size_t> contents;
+  for (size_t g = 0; valid && g < sets; ++g) {
+    valid = reported[g].is_number_unsigned() && reported[g].get<uint64_t>() < sets;
+    if (valid) contents.push_back(reported[g].get<size_t>());
+  }
+  if (!valid) {
+    return internal_error("the sandbox's time reply lacks a valid contents_of_group (" +
+                          reported.dump() + " for " + std::to_string(sets) + " sets)");
+  }
+  return contents;
+}
+
+inline std::string fmt_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.3g", v);
+  return buf;
+}
+
+}  // namespace evaluation_internal
+
+// Only evaluation.cc includes this header, so the names above are brought in unqualified here.
+using namespace evaluation_internal;  // NOLINT(build/namespaces)
+
+class CandidateEvaluator::Impl {
+ public:
+  TargetSpec target;
+  std::string backend;
+  Compiler* compiler = nullptr;
+  EvaluatorOptions options;
+  std::unique_ptr<Reference> reference;
+  std::unique_ptr<Sandbox> sandbox;
+  size_t arena_bytes = 0;
+  SeedSource seeds;
+  std::string scratch;  // binaries handed to the sandbox
+  std::vector<DType> dtypes;
+
+  Shape benchmark() const { return options.benchmark_override.value_or(target.benchmark); }
+
+  Status ensure_sandbox() {
+    if (sandbox && sandbox->alive()) return Status::ok();
+    SandboxOptions so;
+    so.kiln_binary = options.kiln_binary;
+    so.backend = backend;
+    so.gpu = options.gpu;
+    so.arena_bytes = arena_bytes;
+    KILN_ASSIGN_OR_RETURN(sandbox, Sandbox::spawn(so));
+    return Status::ok();
+  }
+
+  std::vector<CaseSpec> cases_for(const std::string& stage, DType timing_dtype) const {
+    std::vector<CaseSpec> cases;
+    if (stage == "smoke") {
+      for (const auto& s : target.smoke) cases.push_back({stage, s, timing_dtype, Distribution::kNormal});
+    } else if (stage == "sweep") {
+      int i = 0;
+      for (const auto& s : target.sweep) {
+        for (DType d : dtypes) {
+          cases.push_back({stage, s, d, (i++ % 2) ? Distribution::kUniform : Distribution::kNormal});
+        }
+      }
+    } else if (stage == "adversarial") {
+      const Shape& s = target.sweep.empty() ? target.smoke.front() : target.sweep.front();
+      for (Distribution d : {Distribution::kLargeMagnitude, Distribution::kSmallMagnitude,
+                             Distribution::kMixedScale, Distribution::kAllEqual,
+                             Distribution::kZeros, Distribution::kSpecial}) {
+        cases.push_back({stage, s, timing_dtype, d});
+      }
+    } else if (stage == "determinism") {
+      const Shape* biggest = &target.smoke.front();
+      auto size = [&](const Shape& s) {
+        int64_t n = 1;
+        for (const auto& [k, v] : s) n *= v;
+        return n;
+      };
+      for (const auto& s : target.sweep) if (size(s) > size(*biggest)) biggest = &s;
+      cases.push_back({stage, *biggest, timing_dtype, Distribution::kNormal});
+    } else if (stage == "edge") {
+      for (const auto& s : target.edge) cases.push_back({stage, s, timing_dtype, Distribution::kNormal});
+    }
+    return cases;
+  }
+
+  // Arena bytes the verification cases need at most (each case is laid out from offset 0).
+  size_t verify_bytes(DType timing_dtype) const {
+    size_t most = 0;
+    for (const char* stage : {"smoke", "sweep", "adversarial", "determinism", "edge"}) {
+      for (const auto& c : cases_for(stage, timing_dtype)) {
+        size_t cursor = 0;
+        layout(target, c.shape, c.dtype, true, &cursor);
+        most = std::max(most, cursor);
+      }
+    }
+    return align_up(most);
+  }
+
+  // Arena bytes of the timing sets, which live after the verification region so that they can
+  // be generated while the verification stages run.
+  size_t timing_bytes(DType timing_dtype) const {
+    if (!options.time) return 0;
+    size_t cursor = 0;
+    for (uint32_t s = 0; s < options.timing_sets; ++s) {
+      layout(target, benchmark(), timing_dtype, false, &cursor);
+    }
+    return align_up(cursor);
+  }
+
+  size_t timing_base = 0;  // arena offset of the timing sets
+
+  Result<LaunchGeometry> geometry(const CandidateSpec& c, const Shape& shape, DType dtype) const {
+    return launch_geometry(*c.geometry, shape, dtype, c.params);
+  }
+
+  // Generates the inputs of one set into the arena and a private copy, and computes the reference.
+  struct SetData {
+    std::vector<TensorSlot> slots;
+    std::vector<std::vector<double>> values;     // per slot; inputs only
+    std::vector<uint64_t> input_checksums;       // per slot; inputs only
+    std::vector<std::vector<double>> reference;  // per slot; outputs only
+  };
+
+  std::vector<SetData> timing_buffers;  // host buffers of the last timing sets, kept for reuse
+
+  // `reuse` hands over the buffers of an earlier set of the same shape: large host vectors that
+  // are allocated once per evaluator instead of page-faulted in again for every candidate.
+  SetData prepare_set(std::vector<TensorSlot> slots, const Shape& shape, Distribution dist,
+                      uint64_t seed, SetData reuse = {}) {
+    SetData d = std::move(reuse);
+    d.slots = std::move(slots);
+    d.values.resize(d.slots.size());
+    d.input_checksums.resize(d.slots.size());
+    d.reference.resize(d.slots.size());
+    unsigned char* arena = sandbox->arena();
+    for (size_t i = 0; i < d.slots.size(); ++i) {
+      const TensorSlot& s = d.slots[i];
+      if (s.arg->role != TargetArg::Role::kInput) continue;
+      d.values[i].resize(s.count);
+      // Each input gets its own stream; the seed never leaves this process.
+      generate(dist, s.dtype, seed + 0x9E3779B97F4A7C15ull * (i + 1), s.count, d.values[i].data(),
+               arena + s.offset);
+      d.input_checksums[i] = checksum(arena + s.offset, s.count * dtype_bytes(s.dtype));
+    }
+    return d;
+  }
+
+  void compute_reference(SetData& d, const Shape& shape) const {
+    std::vector<const double*> in;
+    std::vector<double*> out;
+    for (size_t i = 0; i < d.slots.size(); ++i) {
+      if (d.slots[i].arg->role == TargetArg::Role::kInput) in.push_back(d.values[i].data());
+    }
+    for (size_t i = 0; i < d.slots.size(); ++i) {
+      if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
+      d.reference[i].assign(d.slots[i].count, 0.0);
+      out.push_back(d.reference[i].data());
+    }
+    std::vector<int64_t> dims;
+    for (const auto& name : target.dims) dims.push_back(shape.at(name));
+    std::vector<double> scalars;
+    for (const auto* s : target.scalars()) scalars.push_back(s->value);
+    reference->compute(in, out, dims, scalars);
+  }
+
+  // Checks outputs against the reference; returns the worst relative error and a failure detail.
+  CaseOutcome check_outputs(const SetData& d, DType dtype, unsigned char poison) const {
+    return check_outputs_against(d.slots, d, dtype, poison);
+  }
+
+  // Checks the outputs that lie at `slots` (one set's layout) against the reference of
+  // `expected`, a set of the same shape and dtype: with rotated timing contents a group's buffers
+  // end up holding another set's inputs.
+  CaseOutcome check_outputs_against(const std::vector<TensorSlot>& slots, const SetData& expected,
+                                    DType dtype, unsigned char poison) const {
+    CaseOutcome o;
+    const unsigned char* arena = sandbox->arena();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const TensorSlot& s = slots[i];
+      if (s.arg->role != TargetArg::Role::kOutput) continue;
+      CompareResult c = compare(s.dtype, arena + s.offset, expected.reference[i].data(), s.count,
+                                target.tolerance.at(dtype), poison, s.arg->name);
+      o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
+      if (!c.passed && o.kind == CaseKind::kPass) {
+        o.kind = CaseKind::kWrong;
+        o.detail = c.detail;
+      }
+    }
+    return o;
+  }
+
+  CaseOutcome call_failed(const Status& s, const std::string& what) {
+    CaseOutcome o;
+    o.kind = s.code() == StatusCode::kDeadlineExceeded ? CaseKind::kTimeout
+             : s.code() == StatusCode::kUnavailable    ? CaseKind::kCrash
+                                                        : CaseKind::kInternal;
+    o.detail = what + ": " + s.message();
+    return o;
+  }
+
+  CaseOutcome reply_failed(const nlohmann::json& reply, const std::string& what) {
+    CaseOutcome o;
+    // A launch the device refuses (bad geometry, too many resources) or a sticky fault is the
+    // candidate's doing: both count as a crash of the candidate.
+    o.kind = CaseKind::kCrash;
+    o.detail = what + ": " + reply.value("error", std::string("sandbox reported a failure"));
+    if (reply.value("fatal", false) && sandbox) sandbox->kill_child();
+    return o;
+  }
+
+  CaseOutcome run_case(KernelHandle handle, const CandidateSpec& c, const CaseSpec& cs,
+                       unsigned char poison, bool keep_outputs, uint64_t seed) {
+    Result<LaunchGeometry> g = geometry(c, cs.shape, cs.dtype);
+    if (!g.is_ok()) return {CaseKind::kCrash, 0, "launch geometry: " + g.status().message(), {}};
+    size_t cursor = 0;
+    SetData d = prepare_set(layout(target, cs.shape, cs.dtype, true, &cursor), cs.shape, cs.dist, seed);
+    // The reference runs here while the child runs the candidate.
+    auto ref = std::async(std::launch::async, [&] { compute_reference(d, cs.shape); });
+    nlohmann::json req = geometry_json(*g);
+    req["op"] = "run";
+    req["handle"] = handle;
+    req["args"] = args_json(target, cs.shape);
+    req["tensors"] = tensors_json(d.slots);
+    req["poison"] = poison;
+    Result<nlohmann::json> reply = sandbox->call(req, options.phase_timeout_ms);
+    ref.wait();
+    std::string what = cs.stage + " " + shape_string(cs.shape) + " " + std::string(dtype_name(cs.dtype)) +
+                       " " + std::string(distribution_name(cs.dist));
+    if (!reply.is_ok()) return call_failed(reply.status(), what);
+    if (!reply->value("ok", false)) return reply_failed(*reply, what);
+    const unsigned char* arena = sandbox->arena();
+    for (size_t i = 0; i < d.slots.size(); ++i) {
+      const TensorSlot& s = d.slots[i];
+      if (s.arg->role != TargetArg::Role::kInput) continue;
+      if (checksum(arena + s.after, s.count * dtype_bytes(s.dtype)) != d.input_checksums[i]) {
+        return {CaseKind::kInputMutated, 0,
+                what + ": input '" + s.arg->name + "' was modified by the kernel", {}};
+      }
+    }
+    CaseOutcome o = check_outputs(d, cs.dtype, poison);
+    if (o.kind != CaseKind::kPass) o.detail = what + ": " + o.detail;
+    if (keep_outputs) {
+      for (const auto& s : d.slots) {
+        if (s.arg->role != TargetArg::Role::kOutput) continue;
+        o.outputs.emplace_back(reinterpret_cast<const char*>(arena + s.offset),
+                               s.count * dtype_bytes(s.dtype));
+      }
+    }
+    return o;
+  }
+};
+
+}  // namespace kiln::eval

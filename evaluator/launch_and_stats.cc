@@ -1,0 +1,71 @@
+// Launch geometry and constraints from a kernel spec's expressions, and timing statistics.
+#include <algorithm>
+
+#include "evaluator/evaluation.h"
+
+namespace kiln::eval {
+
+Result<LaunchGeometry> launch_geometry(const KernelSpec& spec, const Shape& shape, DType dtype,
+                                       const std::map<std::string, std::string>& params) {
+  ExprVars vars = expr_vars(shape, dtype, params);
+  LaunchGeometry g;
+  for (int i = 0; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(int64_t grid, eval_int_expr(spec.grid[i], vars));
+    KILN_ASSIGN_OR_RETURN(int64_t block, eval_int_expr(spec.block[i], vars));
+    if (grid < 1 || grid > 0x7fffffff || block < 1 || block > 1024) {
+      return invalid_argument("launch geometry out of range: grid " + std::to_string(grid) +
+                              ", block " + std::to_string(block));
+    }
+    g.grid[i] = static_cast<uint32_t>(grid);
+    g.block[i] = static_cast<uint32_t>(block);
+  }
+  KILN_ASSIGN_OR_RETURN(int64_t smem, eval_int_expr(spec.shared_bytes, vars));
+  if (smem > (1 << 20)) return invalid_argument("shared_bytes " + std::to_string(smem) + " too large");
+  g.shared_bytes = static_cast<uint32_t>(smem);
+  return g;
+}
+
+Result<bool> satisfies_constraints(const KernelSpec& spec, const Shape& shape, DType dtype,
+                                   const std::map<std::string, std::string>& params) {
+  ExprVars vars = expr_vars(shape, dtype, params);
+  for (const auto& c : spec.constraints) {
+    KILN_ASSIGN_OR_RETURN(double v, eval_expr(c, vars));
+    if (v == 0) return false;
+  }
+  return true;
+}
+
+TimingStats timing_stats(const std::vector<double>& samples_us,
+                         const std::vector<double>& clocks_mhz, double throttle_fraction) {
+  TimingStats s;
+  double max_clock = 0;
+  for (double c : clocks_mhz) max_clock = std::max(max_clock, c);
+  std::vector<double> kept;
+  double clock_sum = 0;
+  for (size_t i = 0; i < samples_us.size(); ++i) {
+    double clock = i < clocks_mhz.size() ? clocks_mhz[i] : 0;
+    if (max_clock > 0 && clock > 0 && clock < throttle_fraction * max_clock) {
+      ++s.dropped;  // throttled: this sample ran at a lower clock than the others
+      continue;
+    }
+    kept.push_back(samples_us[i]);
+    clock_sum += clock;
+  }
+  if (kept.empty()) return s;
+  std::sort(kept.begin(), kept.end());
+  auto quantile = [&](double q) {
+    double pos = q * (kept.size() - 1);
+    size_t lo = static_cast<size_t>(pos);
+    size_t hi = std::min(lo + 1, kept.size() - 1);
+    return kept[lo] + (kept[hi] - kept[lo]) * (pos - lo);
+  };
+  s.samples = static_cast<uint32_t>(kept.size());
+  s.median_us = quantile(0.5);
+  s.iqr_us = quantile(0.75) - quantile(0.25);
+  s.min_us = kept.front();
+  s.noise_rel = s.median_us > 0 ? s.iqr_us / s.median_us : 0;
+  s.sm_clock_mhz = clock_sum / kept.size();
+  return s;
+}
+
+}  // namespace kiln::eval
