@@ -92,9 +92,13 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
       }
     }
     auto metric = [&](const char* k) { return r.metrics.count(k) ? r.metrics.at(k) / 1000 : 0.0; };
-    std::fprintf(progress, "  [%.2f s: load %.2f, verify %.2f, time %.2f]\n", r.wall_ms / 1000,
-                 metric("prepare_ms"), metric("verified_at_ms") - metric("prepare_ms"),
-                 r.wall_ms / 1000 - metric("verified_at_ms"));
+    if (r.outcome == proto::Outcome::kVerified) {
+      std::fprintf(progress, "  [%.2f s: load %.2f, verify %.2f, time %.2f]\n", r.wall_ms / 1000,
+                   metric("prepare_ms"), metric("verified_at_ms") - metric("prepare_ms"),
+                   r.wall_ms / 1000 - metric("verified_at_ms"));
+    } else {
+      std::fprintf(progress, "  [%.2f s] %s\n", r.wall_ms / 1000, r.log.substr(0, r.log.find('\n')).c_str());
+    }
     std::fflush(progress);
     results.emplace_back(configs[i], std::move(r));
   }

@@ -4,7 +4,7 @@ extern "C" __global__ void softmax_seed(const T* x, T* y, long long M, long long
   __shared__ float partial[256];
   const T* xr = x + blockIdx.x * N;
   T* yr = y + blockIdx.x * N;
-  float m = -INFINITY;
+  float m = -__int_as_float(0x7f800000);  // -Inf (NVRTC has no math.h)
   for (long long c = threadIdx.x; c < N; c += blockDim.x) m = fmaxf(m, to_f32(xr[c]));
   partial[threadIdx.x] = m;
   __syncthreads();

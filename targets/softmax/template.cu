@@ -10,10 +10,12 @@
 
 struct alignas(sizeof(T) * VEC) Vec { T v[VEC]; };
 
+#define NEG_INF (-__int_as_float(0x7f800000))  // NVRTC has no math.h
+
 // Merges (m, s) pairs: the sum of exp(x - m) over the union, expressed at the larger maximum.
 __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
   const float mm = fmaxf(m, m2);
-  if (mm == -INFINITY) return;  // both empty
+  if (mm == NEG_INF) return;  // both empty
   s = s * expf(m - mm) + s2 * expf(m2 - mm);
   m = mm;
 }
@@ -37,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) softmax(const T* __restrict_
   const bool vector_ok = (N % VEC == 0) &&
                          (reinterpret_cast<unsigned long long>(xr) % sizeof(Vec) == 0) &&
                          (reinterpret_cast<unsigned long long>(yr) % sizeof(Vec) == 0);
-  float m = -INFINITY, s = 0.f;
+  float m = NEG_INF, s = 0.f;
   if (vector_ok) {
     const Vec* xv = reinterpret_cast<const Vec*>(xr);
     for (long long i = threadIdx.x; i < N / VEC; i += BLOCK) {
@@ -56,7 +58,7 @@ extern "C" __global__ void __launch_bounds__(BLOCK) softmax(const T* __restrict_
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) { sm[warp] = m; ss[warp] = s; }
   __syncthreads();
-  m = -INFINITY;
+  m = NEG_INF;
   s = 0.f;
   for (int w = 0; w < BLOCK / 32; ++w) merge(m, s, sm[w], ss[w]);
   const float inv = 1.f / s;
