@@ -21,6 +21,7 @@ __device__ __forceinline__ void merge(float& m, float& s, float m2, float s2) {
 }
 
 __device__ __forceinline__ void add(float& m, float& s, float v) {
+  if (v == NEG_INF) return;  // exp(-Inf - m) is 0; computing it would give NaN while m is -Inf
   if (v > m) {
     // expf(v - v) is 1, or NaN for v = +Inf: Inf - Inf poisons the row, as in the reference.
     s = s * expf(m - v) + expf(v - v);
