@@ -69,13 +69,12 @@ proto::Outcome outcome_of(CaseKind k) {
 
 }  // namespace
 
-Result<std::vector<std::pair<DType, CompileRequest>>> CandidateEvaluator::compile_requests(
-    const CandidateSpec& c, DType timing_dtype) const {
-  const Impl& m = *impl_;
-  // Untrusted text is compiled outside the sandbox, so nothing compiles before the scan passes.
-  if (!scan_source(c.source, m.backend).empty()) {
-    return invalid_argument("the source has static-scan findings; it is not compiled");
-  }
+namespace {
+
+// The compiles of `c`, one per dtype with the timing dtype first. Callers have scanned the source.
+Result<std::vector<std::pair<DType, CompileRequest>>> unscanned_compile_requests(
+    const CandidateEvaluator::Impl& m, const std::string& arch, const CandidateSpec& c,
+    DType timing_dtype) {
   std::vector<std::pair<DType, CompileRequest>> out;
   std::vector<DType> order = {timing_dtype};
   for (DType d : m.dtypes) if (d != timing_dtype) order.push_back(d);
@@ -86,11 +85,22 @@ Result<std::vector<std::pair<DType, CompileRequest>>> CandidateEvaluator::compil
     req.kernel_name = c.kernel_name;
     req.defines = c.params;
     req.defines["KILN_DTYPE"] = macro;
-    req.arch = arch_;
+    req.arch = arch;
     req.signature = signature(m.target, d);
     out.emplace_back(d, std::move(req));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<DType, CompileRequest>>> CandidateEvaluator::compile_requests(
+    const CandidateSpec& c, DType timing_dtype) const {
+  // Untrusted text is compiled outside the sandbox, so nothing compiles before the scan passes.
+  if (!scan_source(c.source, impl_->backend).empty()) {
+    return invalid_argument("the source has static-scan findings; it is not compiled");
+  }
+  return unscanned_compile_requests(*impl_, arch_, c, timing_dtype);
 }
 
 proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DType timing_dtype,
@@ -134,7 +144,9 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
   stage("scan", true, "", 0, 1);
 
   // Compile once per dtype the backend's kernels support (the sweep covers them all).
-  Result<std::vector<std::pair<DType, CompileRequest>>> requests = compile_requests(c, timing_dtype);
+  // The scan above passed, so the requests are built without scanning again.
+  Result<std::vector<std::pair<DType, CompileRequest>>> requests =
+      unscanned_compile_requests(m, arch_, c, timing_dtype);
   if (!requests.is_ok()) {
     r.log = requests.status().message();
     return finish(proto::Outcome::kInternalError);
