@@ -98,35 +98,48 @@ std::string file_key(const std::string& s) {
   return out;
 }
 
+// Compiles and loads a probe kernel in `sandbox`, runs the "time" request `timing` (its "handle"
+// is filled in) and returns the statistics of its samples. `what` names the probe in errors.
+Result<TimingStats> run_probe(Sandbox& sandbox, Compiler& compiler, const CompileRequest& req,
+                              const fs::path& dir, const std::string& what, nlohmann::json timing) {
+  CompileOutput out = compiler.compile(req);
+  if (!out.ok) return internal_error("compiling the " + what + " failed:\n" + out.log);
+  fs::create_directories(dir);
+  fs::path bin = dir / (req.kernel_name + "-" + out.cache_key.substr(0, 16) +
+                        (sandbox.backend() == "cuda" ? ".cubin" : ".so"));
+  std::ofstream(bin, std::ios::binary) << out.binary;
+  KILN_ASSIGN_OR_RETURN(nlohmann::json loaded,
+                        sandbox.call({{"op", "load"}, {"path", bin.string()}, {"kernel", req.kernel_name}}, 60000));
+  if (!loaded.value("ok", false)) return internal_error("loading the " + what + ": " + loaded.dump());
+  timing["op"] = "time";
+  timing["handle"] = loaded["handle"];
+  KILN_ASSIGN_OR_RETURN(nlohmann::json timed, sandbox.call(timing, 120000));
+  if (!timed.value("ok", false)) return internal_error("timing the " + what + ": " + timed.dump());
+  TimingStats t = timing_stats(timed["samples_us"].get<std::vector<double>>(),
+                               timed["clocks_mhz"].get<std::vector<double>>(), 0.95);
+  if (t.median_us <= 0) return internal_error("the " + what + " produced no samples");
+  return t;
+}
+
 // Dense f16 tensor-core rate (flop/s) from the wgmma probe: many warpgroups per SM issuing
 // m64n128k16 back to back. The floor check divides flops by it, so it must not underestimate the
 // device: the probe keeps the tensor cores busy from registers and shared memory alone.
-Result<double> measure_matrix_rate(Sandbox& sandbox, Compiler& compiler) {
+Result<double> measure_matrix_rate(Sandbox& sandbox, Compiler& compiler, const fs::path& dir) {
   CompileRequest req;
   req.source = kCudaMmaProbe;
   req.kernel_name = "kiln_mma_probe";
   req.arch = sandbox.arch();
   req.signature = {{ArgSpec::Kind::kTensorOut, DType::kF32, "out"}, {ArgSpec::Kind::kInt64, DType::kI64, "iters"}};
-  CompileOutput out = compiler.compile(req);
-  if (!out.ok) return internal_error("compiling the tensor-core probe failed:\n" + out.log);
-  fs::path bin = fs::temp_directory_path() / ("kiln-mma-" + out.cache_key.substr(0, 16) + ".cubin");
-  std::ofstream(bin, std::ios::binary) << out.binary;
-  KILN_ASSIGN_OR_RETURN(nlohmann::json loaded,
-                        sandbox.call({{"op", "load"}, {"path", bin.string()}, {"kernel", "kiln_mma_probe"}}, 60000));
-  if (!loaded.value("ok", false)) return internal_error("loading the tensor-core probe: " + loaded.dump());
   constexpr int64_t kBlocks = 1056;  // 4 warpgroups on each of up to 264 SMs
   constexpr int64_t kIters = 2048;
-  nlohmann::json req_json = {
-      {"op", "time"}, {"handle", loaded["handle"]}, {"grid", {kBlocks, 1, 1}}, {"block", {128, 1, 1}},
+  nlohmann::json timing = {
+      {"grid", {kBlocks, 1, 1}}, {"block", {128, 1, 1}},
       {"shared_bytes", 0}, {"args", {{{"tensor", 0}}, {{"i64", kIters}}}},
       {"sets", {{{{"offset", 0}, {"bytes", kBlocks * 4}, {"out", true}}}}},
       {"warmup", 3}, {"min_samples", 10}, {"max_samples", 100}, {"max_ms", 1000},
       {"target_noise_rel", 0.005}, {"flush_l2", false}, {"poison", 0}};
-  KILN_ASSIGN_OR_RETURN(nlohmann::json timed, sandbox.call(req_json, 60000));
-  if (!timed.value("ok", false)) return internal_error("timing the tensor-core probe: " + timed.dump());
-  TimingStats t = timing_stats(timed["samples_us"].get<std::vector<double>>(),
-                               timed["clocks_mhz"].get<std::vector<double>>(), 0.95);
-  if (t.median_us <= 0) return internal_error("the tensor-core probe produced no samples");
+  KILN_ASSIGN_OR_RETURN(TimingStats t,
+                        run_probe(sandbox, compiler, req, dir, "tensor-core probe", timing));
   const double flops = 2.0 * 64 * 128 * 16 * 4 * kIters * kBlocks;
   // The best sample, not the median: the floor must never be stricter than what the device did.
   return flops / (t.min_us * 1e-6);
@@ -163,20 +176,10 @@ Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& 
   req.signature = {{ArgSpec::Kind::kTensorIn, DType::kF32, "src"},
                    {ArgSpec::Kind::kTensorOut, DType::kF32, "dst"},
                    {ArgSpec::Kind::kInt64, DType::kI64, "n"}};
-  CompileOutput out = compiler.compile(req);
-  if (!out.ok) return internal_error("compiling the bandwidth probe failed:\n" + out.log);
-  fs::create_directories(dir);
-  fs::path bin = dir / ("copy-" + out.cache_key.substr(0, 16) + (cuda ? ".cubin" : ".so"));
-  std::ofstream(bin, std::ios::binary) << out.binary;
-  KILN_ASSIGN_OR_RETURN(nlohmann::json loaded,
-                        sandbox->call({{"op", "load"}, {"path", bin.string()}, {"kernel", "kiln_copy"}}, 60000));
-  if (!loaded.value("ok", false)) return internal_error("loading the bandwidth probe: " + loaded.dump());
-
   // Non-zero source data (zeros can run faster than real data).
   std::fill(sandbox->arena(), sandbox->arena() + bytes, static_cast<unsigned char>(0x3C));
   const int64_t n = cuda ? static_cast<int64_t>(bytes / 16) : static_cast<int64_t>(bytes / 4);
-  nlohmann::json req_json = {
-      {"op", "time"}, {"handle", loaded["handle"]},
+  nlohmann::json timing = {
       {"grid", {cuda ? (n + 1023) / 1024 : 1, 1, 1}}, {"block", {cuda ? 256 : 1, 1, 1}},
       {"shared_bytes", 0},
       {"args", {{{"tensor", 0}}, {{"tensor", 1}}, {{"i64", n}}}},
@@ -184,11 +187,8 @@ Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& 
                  {{"offset", bytes}, {"bytes", bytes}, {"out", true}}}}},
       {"warmup", 3}, {"min_samples", 20}, {"max_samples", 200}, {"max_ms", 2000},
       {"target_noise_rel", 0.005}, {"flush_l2", true}, {"poison", 0}};
-  KILN_ASSIGN_OR_RETURN(nlohmann::json timed, sandbox->call(req_json, 120000));
-  if (!timed.value("ok", false)) return internal_error("timing the bandwidth probe: " + timed.dump());
-  TimingStats t = timing_stats(timed["samples_us"].get<std::vector<double>>(),
-                               timed["clocks_mhz"].get<std::vector<double>>(), 0.95);
-  if (t.median_us <= 0) return internal_error("the bandwidth probe produced no samples");
+  KILN_ASSIGN_OR_RETURN(TimingStats t,
+                        run_probe(*sandbox, compiler, req, dir, "bandwidth probe", timing));
   if (sandbox->arena()[bytes + 12345] != 0x3C) {
     return internal_error("the bandwidth probe did not copy its input; refusing its timing");
   }
@@ -196,7 +196,7 @@ Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& 
   Ceilings c{sandbox->device_name(), sandbox->arch(), 2.0 * bytes / (t.min_us * 1e-6), 0,
              2.0 * bytes};
   if (cuda && sandbox->arch() == "sm_90a") {
-    Result<double> rate = measure_matrix_rate(*sandbox, compiler);
+    Result<double> rate = measure_matrix_rate(*sandbox, compiler, dir);
     if (!rate.is_ok()) return rate.status().with_context("measuring the tensor-core rate");
     c.matrix_flops_per_s = *rate;
   }
