@@ -176,8 +176,7 @@ int run_eval(const EvalArgs& a) {
     return run_sweep(sw, **ev, (*tc)->compiler(), progress_out);
   }
 
-  std::string param_text;
-  for (const auto& [k, v] : c.params) param_text += (param_text.empty() ? "" : ",") + k + "=" + v;
+  const std::string param_text = format_params(c.params);
   std::fprintf(progress_out, "kiln eval %s: backend %s, device %s (%s), kernel %s%s%s, dtype %s\n",
                target->name.c_str(), backend.c_str(), (*ev)->device_name().c_str(),
                (*ev)->arch().c_str(), c.label.c_str(), param_text.empty() ? "" : " ",

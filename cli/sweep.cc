@@ -41,6 +41,12 @@ std::vector<std::map<std::string, std::string>> template_configs(const KernelSpe
   return all;
 }
 
+std::string format_params(const std::map<std::string, std::string>& params) {
+  std::string s;
+  for (const auto& [k, v] : params) s += (s.empty() ? "" : ",") + k + "=" + v;
+  return s;
+}
+
 int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Compiler& compiler,
               FILE* progress) {
   std::vector<std::map<std::string, std::string>> configs =
@@ -52,11 +58,6 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
   auto candidate = [&](const std::map<std::string, std::string>& params) {
     eval::CandidateSpec c{"template", a.spec->source, a.spec->kernel_name, params, a.spec};
     return c;
-  };
-  auto text = [](const std::map<std::string, std::string>& params) {
-    std::string s;
-    for (const auto& [k, v] : params) s += (s.empty() ? "" : ",") + k + "=" + v;
-    return s;
   };
   std::fprintf(progress, "sweeping %zu configurations of %s's template (%s)\n", configs.size(),
                a.target->name.c_str(), std::string(dtype_name(a.dtype)).c_str());
@@ -83,7 +84,7 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
   for (size_t i = 0; i < configs.size(); ++i) {
     prefetch_until(i + 1 + a.compile_threads);
     proto::EvaluationResult r = evaluator.evaluate(candidate(configs[i]), a.dtype);
-    std::fprintf(progress, "  [%zu/%zu] %-28s %-14s", i + 1, configs.size(), text(configs[i]).c_str(),
+    std::fprintf(progress, "  [%zu/%zu] %-28s %-14s", i + 1, configs.size(), format_params(configs[i]).c_str(),
                  proto::outcome_name(r.outcome).c_str());
     if (r.outcome == proto::Outcome::kVerified) {
       std::fprintf(progress, " %10.2f us", r.timing.median_us);
@@ -128,7 +129,7 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
                 order.size(), results.size(), wall_s, per_hour);
     for (size_t k = 0; k < std::min<size_t>(order.size(), 10); ++k) {
       const auto& [params, r] = results[order[k]];
-      std::printf("%2zu. %-30s %10.2f us", k + 1, text(params).c_str(), r.timing.median_us);
+      std::printf("%2zu. %-30s %10.2f us", k + 1, format_params(params).c_str(), r.timing.median_us);
       if (r.metrics.count("fraction_of_floor")) {
         std::printf("  %5.1f%% of floor", 100 * r.metrics.at("fraction_of_floor"));
       }

@@ -20,6 +20,9 @@ std::vector<std::map<std::string, std::string>> template_configs(const KernelSpe
                                                                  const Shape& shape, DType dtype,
                                                                  uint32_t limit, uint64_t seed);
 
+// "BLOCK=256,VEC=8": parameter values as kiln prints them and hashes them into candidate ids.
+std::string format_params(const std::map<std::string, std::string>& params);
+
 struct SweepArgs {
   const TargetSpec* target = nullptr;
   const KernelSpec* spec = nullptr;   // the template
