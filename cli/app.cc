@@ -12,6 +12,7 @@
 
 #include "cli/daemon_cmd.h"
 #include "cli/eval_cmd.h"
+#include "cli/targets_cmd.h"
 #include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
 #include "evaluator/sandbox_child.h"
@@ -66,6 +67,7 @@ int run_app(int argc, char** argv) {
   });
 
   add_eval_command(app, action);
+  add_targets_command(app, action);
   add_selftest_command(app, action);
   add_evaluator_command(app, action);
 

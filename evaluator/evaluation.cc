@@ -79,20 +79,27 @@ Result<std::vector<std::pair<DType, CompileRequest>>> unscanned_compile_requests
   std::vector<DType> order = {timing_dtype};
   for (DType d : m.dtypes) if (d != timing_dtype) order.push_back(d);
   for (DType d : order) {
-    KILN_ASSIGN_OR_RETURN(std::string macro, dtype_macro(m.backend, d));
-    CompileRequest req;
-    req.source = with_prelude(m.backend, c.source);
-    req.kernel_name = c.kernel_name;
-    req.defines = c.params;
-    req.defines["KILN_DTYPE"] = macro;
-    req.arch = arch;
-    req.signature = signature(m.target, d);
+    KILN_ASSIGN_OR_RETURN(CompileRequest req, build_compile_request(m.target, m.backend, arch, c, d));
     out.emplace_back(d, std::move(req));
   }
   return out;
 }
 
 }  // namespace
+
+Result<CompileRequest> build_compile_request(const TargetSpec& target, const std::string& backend,
+                                             const std::string& arch, const CandidateSpec& c,
+                                             DType dtype) {
+  KILN_ASSIGN_OR_RETURN(std::string macro, dtype_macro(backend, dtype));
+  CompileRequest req;
+  req.source = with_prelude(backend, c.source);
+  req.kernel_name = c.kernel_name;
+  req.defines = c.params;
+  req.defines["KILN_DTYPE"] = macro;
+  req.arch = arch;
+  req.signature = signature(target, dtype);
+  return req;
+}
 
 Result<std::vector<std::pair<DType, CompileRequest>>> CandidateEvaluator::compile_requests(
     const CandidateSpec& c, DType timing_dtype) const {
@@ -283,7 +290,9 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       Impl::SetData& d = sets[s];
       for (size_t i = 0; i < d.slots.size(); ++i) {
         const TensorSlot& slot = d.slots[i];
-        if (slot.arg->role != TargetArg::Role::kInput) continue;
+        // Index inputs keep their bounds: a patched label could point outside its tensor.
+        if (slot.arg->role != TargetArg::Role::kInput || !slot.arg->index_bound.empty()) continue;
+        if (slot.count == 0) continue;
         const size_t e = m.seeds.next() % slot.count;
         const double v = d.values[i][e];
         const double changed = round_to(slot.dtype, v >= 0 ? v - 4.0 : v + 4.0);

@@ -84,6 +84,12 @@ class CandidateEvaluator {
   std::string arch_, device_name_;
 };
 
+// The compile of candidate `c` for one dtype: the backend's prelude, the parameters as -D
+// macros, KILN_DTYPE, and the calling convention's signature. Does not scan the source.
+Result<CompileRequest> build_compile_request(const TargetSpec& target, const std::string& backend,
+                                             const std::string& arch, const CandidateSpec& c,
+                                             DType dtype);
+
 // Geometry of a launch from the spec's expressions at `shape` with `params`.
 Result<LaunchGeometry> launch_geometry(const KernelSpec& spec, const Shape& shape, DType dtype,
                                        const std::map<std::string, std::string>& params);

@@ -12,6 +12,7 @@
 
 #include "evaluator/evaluation.h"
 #include "evaluator/tensor_data.h"
+#include "shared/expr.h"
 
 namespace kiln::eval {
 namespace evaluation_internal {
@@ -78,6 +79,7 @@ inline nlohmann::json tensors_json(const std::vector<TensorSlot>& slots) {
     nlohmann::json e = {{"offset", s.offset},
                         {"bytes", s.count * dtype_bytes(s.dtype)},
                         {"out", s.arg->role == TargetArg::Role::kOutput}};
+    if (s.arg->role == TargetArg::Role::kScratch) e["scratch"] = true;
     if (s.after) e["after"] = s.after;
     j.push_back(e);
   }
@@ -103,6 +105,7 @@ inline std::vector<ArgSpec> signature(const TargetSpec& t, DType dtype) {
   std::vector<ArgSpec> sig;
   for (const auto& a : t.args) {
     if (a.role == TargetArg::Role::kScalar) continue;
+    // Scratch buffers are writable, like outputs.
     sig.push_back({a.role == TargetArg::Role::kInput ? ArgSpec::Kind::kTensorIn
                                                      : ArgSpec::Kind::kTensorOut,
                    arg_dtype(a, dtype), a.name});
@@ -262,11 +265,22 @@ class CandidateEvaluator::Impl {
       if (s.arg->role != TargetArg::Role::kInput) continue;
       d.values[i].resize(s.count);
       // Each input gets its own stream; the seed never leaves this process.
-      generate(dist, s.dtype, seed + 0x9E3779B97F4A7C15ull * (i + 1), s.count, d.values[i].data(),
-               arena + s.offset);
+      const uint64_t stream = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+      if (!s.arg->index_bound.empty()) {
+        generate_indices(index_bound(*s.arg, shape), s.dtype, stream, s.count, d.values[i].data(),
+                         arena + s.offset);
+      } else {
+        generate(dist, s.dtype, stream, s.count, d.values[i].data(), arena + s.offset);
+      }
       d.input_checksums[i] = checksum(arena + s.offset, s.count * dtype_bytes(s.dtype));
     }
     return d;
+  }
+
+  // The bound of an index input at `shape` (validated at load time; at least 1).
+  int64_t index_bound(const TargetArg& a, const Shape& shape) const {
+    Result<int64_t> v = eval_int_expr(a.index_bound, expr_vars(shape, DType::kF32, {}));
+    return v.is_ok() ? std::max<int64_t>(*v, 1) : 1;
   }
 
   void compute_reference(SetData& d, const Shape& shape) const {

@@ -11,7 +11,9 @@
 //   {"op":"run",<launch>,"tensors":[<tensor>,...],"poison":byte} -> {"ok":true}
 //     <launch> = "handle":h,"grid":[x,y,z],"block":[x,y,z],"shared_bytes":n (default 0),
 //                "args":[{"tensor":i}|{"i64":v}|{"f32":v},...] in parameter order
-//     <tensor> = {"offset":o,"bytes":b,"out":bool,"after":o2}; "after" is required for inputs.
+//     <tensor> = {"offset":o,"bytes":b,"out":bool,"after":o2,"scratch":bool}; "after" is required
+//     for inputs; a scratch tensor (never out, no after) is zero-filled when placed and otherwise
+//     left alone: not copied in, back, poisoned or rotated.
 //     Inputs are copied arena[o, o+b) -> device and outputs filled with `poison` (default 255);
 //     launch; synchronize; then every output goes device -> arena[o] and every INPUT device ->
 //     arena[o2], so the parent sees whether the kernel changed its inputs.
@@ -305,8 +307,9 @@ Result<std::vector<void*>> ChildServer::place(const std::vector<TensorLayout>& t
     auto buffer = buffers_.acquire(std::max<uint64_t>(t.bytes, 1));
     if (!buffer.is_ok()) return device_status(buffer.status(), true);
     buffers.push_back(*buffer);
-    Status s = t.out ? device_.fill(*buffer, poison, t.bytes)
-                     : device_.copy_to_device(*buffer, arena_.data() + t.offset, t.bytes);
+    Status s = t.scratch ? device_.fill(*buffer, 0, t.bytes)
+               : t.out   ? device_.fill(*buffer, poison, t.bytes)
+                         : device_.copy_to_device(*buffer, arena_.data() + t.offset, t.bytes);
     KILN_RETURN_IF_ERROR(device_status(s, true));
   }
   return buffers;
@@ -315,7 +318,7 @@ Result<std::vector<void*>> ChildServer::place(const std::vector<TensorLayout>& t
 Result<std::vector<void*>> ChildServer::place_inputs(const std::vector<TensorLayout>& tensors) {
   std::vector<void*> buffers;
   for (const TensorLayout& t : tensors) {
-    if (t.out) {
+    if (t.out || t.scratch) {
       buffers.push_back(nullptr);
       continue;
     }
@@ -413,7 +416,7 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     if (t.rotate_contents) {
       const size_t c = (g + launches / k) % k;
       for (size_t i = 0; i < t.sets[g].size(); ++i) {
-        if (t.sets[g][i].out) continue;
+        if (t.sets[g][i].out || t.sets[g][i].scratch) continue;
         Status s = device_.copy_on_device(buffers[g][i], staging[c][i], t.sets[g][i].bytes);
         KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
       }
@@ -465,7 +468,7 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     // parent, which chose the patch, checks exactly these outputs (THREATS.md row 3).
     for (size_t g = 0; g < k; ++g) {
       for (size_t i = 0; i < t.sets[g].size(); ++i) {
-        if (t.sets[g][i].out) continue;
+        if (t.sets[g][i].out || t.sets[g][i].scratch) continue;
         Status s = device_.copy_on_device(buffers[g][i], staging[g][i], t.sets[g][i].bytes);
         KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
       }

@@ -68,8 +68,11 @@ Result<std::vector<TensorLayout>> parse_tensors(const json& list, const std::str
     KILN_RETURN_IF_ERROR(t.get("offset", &offset, true));
     KILN_RETURN_IF_ERROR(t.get("bytes", &bytes, true));
     KILN_RETURN_IF_ERROR(t.get("out", &layout.out, true));
-    KILN_RETURN_IF_ERROR(t.get("after", &after, !layout.out && after_required));
+    KILN_RETURN_IF_ERROR(t.get("scratch", &layout.scratch));
+    if (layout.scratch && layout.out) return t.field_error("scratch", "a scratch tensor is not an output");
+    KILN_RETURN_IF_ERROR(t.get("after", &after, !layout.out && !layout.scratch && after_required));
     KILN_RETURN_IF_ERROR(t.finish());
+    if (layout.scratch && after >= 0) return t.field_error("after", "a scratch tensor is not copied back");
     if (offset < 0 || bytes < 0) return t.field_error("offset", "offset and bytes must be >= 0");
     layout.offset = static_cast<uint64_t>(offset);
     layout.bytes = static_cast<uint64_t>(bytes);
@@ -110,7 +113,8 @@ Result<TimeRequest> parse_time_request(JsonFields& f, const Arena& arena) {
       const auto& first = t.sets[0];
       bool same = tensors.size() == first.size();
       for (size_t i = 0; same && i < tensors.size(); ++i) {
-        same = tensors[i].bytes == first[i].bytes && tensors[i].out == first[i].out;
+        same = tensors[i].bytes == first[i].bytes && tensors[i].out == first[i].out &&
+               tensors[i].scratch == first[i].scratch;
       }
       if (!same) {
         return f.field_error(path, "differs from sets[0] in tensor count, size or direction");
@@ -138,7 +142,8 @@ Result<TimeRequest> parse_time_request(JsonFields& f, const Arena& arena) {
         patch.bytes.push_back(static_cast<char>(b.get<unsigned>()));
       }
       if (patch.set >= t.sets.size() || patch.tensor >= t.sets[patch.set].size() ||
-          t.sets[patch.set][patch.tensor].out || patch.bytes.empty() ||
+          t.sets[patch.set][patch.tensor].out || t.sets[patch.set][patch.tensor].scratch ||
+          patch.bytes.empty() ||
           patch.offset + patch.bytes.size() > t.sets[patch.set][patch.tensor].bytes) {
         return f.field_error(where, "does not fit inside an input of its set");
       }

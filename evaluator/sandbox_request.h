@@ -31,6 +31,7 @@ struct TensorLayout {
   uint64_t offset = 0;
   uint64_t bytes = 0;
   bool out = false;
+  bool scratch = false;           // zero-filled when placed; never copied in, back or rotated
   std::optional<uint64_t> after;  // inputs: where to copy the device copy back
 };
 

@@ -314,12 +314,56 @@ void generate(Distribution d, DType t, uint64_t seed, size_t n, double* values, 
   });
 }
 
+void generate_indices(int64_t bound, DType t, uint64_t seed, size_t n, double* values,
+                      void* encoded) {
+  if (n == 0) return;
+  KILN_CHECK(values != nullptr && encoded != nullptr, "generate_indices: null buffer");
+  KILN_CHECK(bound > 0, "generate_indices: the bound must be positive");
+  const uint64_t key = mix64(seed ^ 0x1D8E4E27C47D124Full);
+  auto* enc = static_cast<unsigned char*>(encoded);
+  const size_t sz = dtype_bytes(t);
+  for_ranges(n, range_count(n), [&](unsigned, size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) {
+      values[i] = static_cast<double>(draw(key, i) % static_cast<uint64_t>(bound));
+    }
+    encode(t, values + begin, end - begin, enc + begin * sz);
+  });
+}
+
 double sample_at(Distribution d, DType t, uint64_t seed, size_t index) {
   return round_to(t, raw_value(make_plan(d, t, seed), index));
 }
 
+double finite_rms(const double* values, size_t n) {
+  if (n == 0) return 0;
+  const unsigned count = range_count(n);
+  std::vector<double> sums(count, 0.0);
+  std::vector<size_t> finite(count, 0);
+  for_ranges(n, count, [&](unsigned r, size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      if (!std::isfinite(values[i])) continue;
+      sums[r] += values[i] * values[i];
+      ++finite[r];
+    }
+  });
+  double sum = 0;  // merged in range order: the same result for any thread count
+  size_t k = 0;
+  for (unsigned r = 0; r < count; ++r) {
+    sum += sums[r];
+    k += finite[r];
+  }
+  return k == 0 ? 0.0 : std::sqrt(sum / static_cast<double>(k));
+}
+
+Tolerance effective_tolerance(const Tolerance& given, const double* reference, size_t n) {
+  Tolerance t = given;
+  if (given.rms > 0) t.abs += given.rms * finite_rms(reference, n);
+  t.rms = 0;
+  return t;
+}
+
 CompareResult compare(DType t, const void* candidate, const double* reference, size_t n,
-                      const Tolerance& tol, unsigned char poison_byte, std::string_view name) {
+                      const Tolerance& given, unsigned char poison_byte, std::string_view name) {
   CompareResult res;
   res.elements = n;
   if (n == 0) {
@@ -329,6 +373,7 @@ CompareResult compare(DType t, const void* candidate, const double* reference, s
   KILN_CHECK(candidate != nullptr && reference != nullptr, "compare: null buffer");
   const auto* cand = static_cast<const unsigned char*>(candidate);
   const unsigned count = range_count(n);
+  const Tolerance tol = effective_tolerance(given, reference, n);
   std::vector<Tally> tallies(count);
   for_ranges(n, count, [&](unsigned r, size_t b, size_t e) {
     tally_range(t, cand, reference, b, e, tol, poison_byte, &tallies[r]);

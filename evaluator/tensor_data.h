@@ -41,12 +41,18 @@ void decode(DType t, const void* in, size_t n, double* out);
 // Large n is generated in parallel.
 void generate(Distribution d, DType t, uint64_t seed, size_t n, double* values, void* encoded);
 
+// Index inputs (an argument with index_bound, e.g. class labels): n integers uniform in
+// [0, bound), whatever the distribution of the other inputs, deterministic for a given seed.
+void generate_indices(int64_t bound, DType t, uint64_t seed, size_t n, double* values,
+                      void* encoded);
+
 // The value generate() puts at `index` (for any n > index), computed on its own.
 double sample_at(Distribution d, DType t, uint64_t seed, size_t index);
 
 // Compares a candidate's encoded output with the reference (double, not yet rounded): the
 // reference is rounded to `t` first, then |out - ref| <= tol.abs + tol.rel * |ref| per element.
-// NaN in the reference must be NaN in the output; infinities must match in sign. Elements whose
+// NaN in the reference must be NaN in the output; infinities must match in sign. A tolerance with
+// an rms term compares with effective_tolerance(tol, reference, n). Elements whose
 // bytes all equal `poison_byte` count as unwritten (THREATS.md row 1). Hazard: an output that
 // legitimately equals the pattern (-1 in an integer under 0xFF, a -NaN f16 under 0xFF) also counts
 // as unwritten; callers re-run with a second poison byte before blaming the candidate.
@@ -63,6 +69,12 @@ struct CompareResult {
 };
 CompareResult compare(DType t, const void* candidate, const double* reference, size_t n,
                       const Tolerance& tol, unsigned char poison_byte, std::string_view name);
+
+// The root mean square of the finite values among n (0 when there are none).
+double finite_rms(const double* values, size_t n);
+
+// `given` with its rms term folded into abs: abs + rms * finite_rms(reference) (rms becomes 0).
+Tolerance effective_tolerance(const Tolerance& given, const double* reference, size_t n);
 
 // Fast 64-bit content checksum (inputs unchanged by the candidate, THREATS.md row 2).
 uint64_t checksum(const void* data, size_t bytes);

@@ -130,6 +130,14 @@ Status validate_expressions(const TargetSpec& t, const std::string& source) {
     Result<double> v = eval_expr(expr, vars);
     if (!v.is_ok()) return invalid_argument(source + ": field '" + label + "': " + v.status().message());
   }
+  for (size_t i = 0; i < t.args.size(); ++i) {
+    if (t.args[i].index_bound.empty()) continue;
+    Result<int64_t> v = eval_int_expr(t.args[i].index_bound, vars);
+    if (!v.is_ok()) {
+      return invalid_argument(source + ": field 'args[" + std::to_string(i) + "].index_bound': " +
+                              v.status().message());
+    }
+  }
   for (const auto& [name, b] : t.backends) {
     for (const KernelSpec* k : {&b.seed, b.tunable ? &*b.tunable : nullptr}) {
       if (!k) continue;
@@ -228,6 +236,7 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     KILN_RETURN_IF_ERROR(a.get("shape", &arg.shape));
     KILN_RETURN_IF_ERROR(a.get("value", &arg.value));
     KILN_RETURN_IF_ERROR(a.get("type", &arg.scalar_type));
+    KILN_RETURN_IF_ERROR(a.get("index_bound", &arg.index_bound));
     KILN_RETURN_IF_ERROR(a.finish());
     if (!is_identifier(arg.name) || !names.insert(arg.name).second) {
       return a.field_error("name", "'" + arg.name + "' is not a unique identifier");
@@ -235,7 +244,14 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     if (role == "input") arg.role = TargetArg::Role::kInput;
     else if (role == "output") arg.role = TargetArg::Role::kOutput;
     else if (role == "scalar") arg.role = TargetArg::Role::kScalar;
-    else return a.field_error("role", "'" + role + "': expected input, output or scalar");
+    else if (role == "scratch") arg.role = TargetArg::Role::kScratch;
+    else return a.field_error("role", "'" + role + "': expected input, output, scratch or scalar");
+    if (!arg.index_bound.empty()) {
+      const Result<DType> d = parse_dtype(arg.dtype);
+      if (arg.role != TargetArg::Role::kInput || !d.is_ok() || dtype_is_float(*d)) {
+        return a.field_error("index_bound", "only for inputs of a fixed integer dtype (i32, i64)");
+      }
+    }
     if (arg.role == TargetArg::Role::kScalar) {
       if (arg.scalar_type != "f32" && arg.scalar_type != "i64") {
         return a.field_error("type", "scalars are f32 or i64");
@@ -272,8 +288,9 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     Tolerance tl;
     KILN_RETURN_IF_ERROR(one->get("rel", &tl.rel, true));
     KILN_RETURN_IF_ERROR(one->get("abs", &tl.abs, true));
+    KILN_RETURN_IF_ERROR(one->get("rms", &tl.rms));
     KILN_RETURN_IF_ERROR(one->finish());
-    if (tl.rel < 0 || tl.abs < 0) return tol->field_error(std::string(dtype_name(d)), "tolerances are >= 0");
+    if (tl.rel < 0 || tl.abs < 0 || tl.rms < 0) return tol->field_error(std::string(dtype_name(d)), "tolerances are >= 0");
     t.tolerance[d] = tl;
   }
   KILN_RETURN_IF_ERROR(tol->finish());

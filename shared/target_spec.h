@@ -17,18 +17,25 @@ namespace kiln {
 using Shape = std::map<std::string, int64_t>;  // dim name -> size, e.g. {M: 8192, N: 8192}
 
 struct TargetArg {
-  enum class Role { kInput, kOutput, kScalar };
+  // kScratch: a device buffer the kernel may use (e.g. an intermediate between two phases or a
+  // grid-barrier counter); zero-filled before every verification run and once before timing
+  // (not between timed launches), never compared, not counted as an input.
+  enum class Role { kInput, kOutput, kScalar, kScratch };
   std::string name;
   Role role = Role::kInput;
   std::string dtype = "T";           // "T" = the dtype under test; or a fixed dtype like "f32"
   std::vector<std::string> shape;    // dim names (tensors)
   double value = 0;                  // scalars: the value passed
   std::string scalar_type = "f32";   // scalars: "f32" or "i64"
+  std::string index_bound;           // integer inputs: values are uniform in [0, bound) (an
+                                     // expression of the dims), e.g. class labels; "" = values
 };
 
 struct Tolerance {
   double rel = 0;  // |out - ref| <= abs + rel * |ref|, element-wise
   double abs = 0;
+  double rms = 0;  // adds rms * (RMS of the output's finite reference values) to abs: errors of
+                   // long accumulations scale with the terms, not with a result near zero
 };
 
 // A kernel source for one backend: the seed (fixed params) or the tunable template (a space).

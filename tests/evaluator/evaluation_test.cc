@@ -106,5 +106,69 @@ TEST(CandidateEvaluator, RejectsAPointerKeyedReplayCheatInTimedOutputs) {
   }
 }
 
+// A target with an index input and a scratch buffer: y[m] = 2 * x[m, labels[m]], staged through
+// the scratch buffer. The index input must hold labels in [0, N) whatever the distribution (an
+// out-of-range label would read outside x), and the scratch buffer must arrive zero-filled.
+constexpr const char* kGatherSpec = R"({
+  "name": "gather", "description": "y[m] = 2 * x[m, labels[m]]", "dims": ["M", "N"],
+  "args": [
+    {"name": "x", "role": "input", "dtype": "T", "shape": ["M", "N"]},
+    {"name": "labels", "role": "input", "dtype": "i32", "shape": ["M"], "index_bound": "N"},
+    {"name": "ws", "role": "scratch", "dtype": "f32", "shape": ["M"]},
+    {"name": "y", "role": "output", "dtype": "f32", "shape": ["M"]}
+  ],
+  "dtypes": ["f32"], "tolerance": {"f32": {"rel": 0, "abs": 0, "rms": 0}},
+  "shapes": {"benchmark": {"M": 64, "N": 100}, "smoke": [{"M": 4, "N": 3}],
+             "sweep": [{"M": 9, "N": 17}], "edge": [{"M": 1, "N": 1}]},
+  "bytes": "M * 12", "flops": "M", "reference": "reference.cpp",
+  "backends": {"cpu": {"dtypes": ["f32"], "seed": {"source": "seed.cpp", "kernel": "gather"}}}
+})";
+
+constexpr const char* kGatherReference = R"(#include <cstdint>
+extern "C" void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
+                               const double*) {
+  for (int64_t m = 0; m < dims[0]; ++m) out[0][m] = 2 * in[0][m * dims[1] + int64_t(in[1][m])];
+}
+)";
+
+// Fails (returns without writing y) unless every label is in range and the scratch is zeroed.
+constexpr const char* kGatherSeed = R"(#include <cstdint>
+extern "C" void gather(const T* x, const int32_t* labels, float* ws, float* y, int64_t M, int64_t N) {
+  for (int64_t m = 0; m < M; ++m) {
+    if (labels[m] < 0 || labels[m] >= N || ws[m] != 0.f) return;
+  }
+  for (int64_t m = 0; m < M; ++m) ws[m] = 2.f * float(x[m * N + labels[m]]);
+  for (int64_t m = 0; m < M; ++m) y[m] = ws[m];
+  for (int64_t m = 0; m < M; ++m) ws[m] = 0.f;  // left as found, for the next timed launch
+}
+)";
+
+TEST(CandidateEvaluator, IndexInputsStayInBoundsAndScratchArrivesZeroed) {
+  testing::TempDir dir;
+  dir.write("gather/target.json", kGatherSpec);
+  dir.write("gather/reference.cpp", kGatherReference);
+  dir.write("gather/seed.cpp", kGatherSeed);
+  Result<TargetSpec> target = load_target(dir.path() + "/gather");
+  ASSERT_TRUE(target.is_ok()) << target.status().to_string();
+  auto toolchain = Toolchain::create("cpu", dir.path() + "/cache");
+  ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
+  EvaluatorOptions options;
+  options.kiln_binary = testing::kiln_binary();
+  options.cache_dir = dir.path() + "/cache";
+  options.min_samples = 10;
+  options.max_timing_ms = 200;
+  auto evaluator = CandidateEvaluator::create(*target, "cpu", (*toolchain)->compiler(), options);
+  ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
+  const KernelSpec& seed = target->backend("cpu")->seed;
+  CandidateSpec candidate;
+  candidate.label = "gather";
+  candidate.source = seed.source;
+  candidate.kernel_name = seed.kernel_name;
+  candidate.geometry = &seed;
+  proto::EvaluationResult r = (*evaluator)->evaluate(candidate, DType::kF32);
+  EXPECT_EQ(r.outcome, proto::Outcome::kVerified) << stages(r);
+  EXPECT_GT(r.timing.samples, 0u);
+}
+
 }  // namespace
 }  // namespace kiln::eval

@@ -368,6 +368,44 @@ TEST(TensorDataCompare, RoundsTheReferenceToTheDtypeFirst) {
   EXPECT_TRUE(compare(DType::kF16, &one, &ref, 0, {0, 0}, 0xFF, "y").passed);  // empty
 }
 
+TEST(TensorDataCompare, RmsTermScalesAbsoluteToleranceWithTheOutput) {
+  // A dot product of terms ~100 that cancels to ~0: the error of an honest fp32 sum is judged
+  // against the output's scale, not against |ref| of the cancelled element.
+  const double ref[4] = {0.001, 300.0, -400.0, std::numeric_limits<double>::infinity()};
+  const float out[4] = {0.05f, 300.0f, -400.0f, std::numeric_limits<float>::infinity()};
+  Tolerance tight{1e-5, 1e-6, 0};
+  EXPECT_FALSE(compare(DType::kF32, out, ref, 4, tight, 0xFF, "y").passed);
+  Tolerance scaled{1e-5, 1e-6, 1e-3};  // abs += 1e-3 * rms(0.001, 300, -400) = 0.289
+  EXPECT_TRUE(compare(DType::kF32, out, ref, 4, scaled, 0xFF, "y").passed);
+  EXPECT_NEAR(finite_rms(ref, 4), std::sqrt((1e-6 + 9e4 + 1.6e5) / 3), 1e-9);
+  EXPECT_NEAR(effective_tolerance(scaled, ref, 4).abs, 1e-6 + 1e-3 * finite_rms(ref, 4), 1e-12);
+  const float far[4] = {1.0f, 300.0f, -400.0f, std::numeric_limits<float>::infinity()};
+  EXPECT_FALSE(compare(DType::kF32, far, ref, 4, scaled, 0xFF, "y").passed);
+}
+
+TEST(TensorDataGenerate, IndicesAreUniformInTheirBoundAndSeeded) {
+  const size_t n = 100000;
+  std::vector<double> a(n), b(n);
+  std::vector<int32_t> ea(n), eb(n);
+  generate_indices(7, DType::kI32, 42, n, a.data(), ea.data());
+  generate_indices(7, DType::kI32, 42, n, b.data(), eb.data());
+  EXPECT_EQ(a, b);
+  std::vector<size_t> counts(7, 0);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_GE(ea[i], 0);
+    ASSERT_LT(ea[i], 7);
+    ASSERT_EQ(static_cast<double>(ea[i]), a[i]);
+    ++counts[ea[i]];
+  }
+  for (size_t c : counts) EXPECT_NEAR(static_cast<double>(c), n / 7.0, n / 7.0 * 0.05);
+  generate_indices(7, DType::kI32, 43, n, b.data(), eb.data());
+  EXPECT_NE(a, b);
+  std::vector<double> one(5);
+  std::vector<int64_t> e64(5);
+  generate_indices(1, DType::kI64, 1, 5, one.data(), e64.data());
+  for (int64_t v : e64) EXPECT_EQ(v, 0);
+}
+
 TEST(TensorDataChecksum, EverySingleBitFlipChangesIt) {
   std::vector<unsigned char> buf(131);
   for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<unsigned char>(i * 37 + 11);

@@ -38,6 +38,28 @@ TEST(TargetSpec, LoadsEveryBuiltInTarget) {
   EXPECT_GE(all->size(), 2u);
 }
 
+TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
+  testing::TempDir dir;
+  for (const auto& e : std::filesystem::directory_iterator(builtin("rmsnorm"))) {
+    std::filesystem::copy(e.path(), dir.path() + "/" + e.path().filename().string());
+  }
+  std::ifstream in(dir.file("target.json"));
+  nlohmann::json j = nlohmann::json::parse(in);
+  j["args"].push_back({{"name", "ws"}, {"role", "scratch"}, {"dtype", "f32"}, {"shape", {"M"}}});
+  j["args"].push_back({{"name", "labels"}, {"role", "input"}, {"dtype", "i32"}, {"shape", {"M"}},
+                       {"index_bound", "N - 1"}});
+  j["tolerance"]["f16"]["rms"] = 0.01;
+  dir.write("target.json", j.dump(2));
+  Result<TargetSpec> t = load_target(dir.path());
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->args[4].role, TargetArg::Role::kScratch);
+  EXPECT_EQ(t->args[5].index_bound, "N - 1");
+  EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kF16).rms, 0.01);
+  EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kBF16).rms, 0.0);
+  EXPECT_EQ(t->inputs().size(), 3u);  // x, w, labels: the scratch buffer is not an input
+  EXPECT_EQ(t->outputs().size(), 1u);
+}
+
 TEST(Expr, EvaluatesGeometryWithHelpers) {
   ExprVars v = {{"M", 1000}, {"ROWS", 4}, {"N", 10}};
   EXPECT_EQ(*eval_int_expr("cdiv(M, ROWS)", v), 250);
@@ -112,7 +134,18 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenSpec{"backend dtype not in target",
                    [](auto& j) { j["backends"]["cpu"]["dtypes"] = {"f64"}; },
                    "not among the target's dtypes"},
-        BrokenSpec{"misspelt key", [](auto& j) { j["flopz"] = "1"; }, "field 'flopz': unknown key"}),
+        BrokenSpec{"misspelt key", [](auto& j) { j["flopz"] = "1"; }, "field 'flopz': unknown key"},
+        BrokenSpec{"index bound on a float input",
+                   [](auto& j) { j["args"][0]["index_bound"] = "N"; },
+                   "field 'args[0].index_bound': only for inputs of a fixed integer dtype"},
+        BrokenSpec{"index bound with an unknown variable",
+                   [](auto& j) {
+                     j["args"][1]["dtype"] = "i32";
+                     j["args"][1]["index_bound"] = "V";
+                   },
+                   "field 'args[1].index_bound'"},
+        BrokenSpec{"negative rms tolerance", [](auto& j) { j["tolerance"]["f16"]["rms"] = -1; },
+                   "tolerances are >= 0"}),
     [](const auto& info) {
       std::string s = info.param.label;
       for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

@@ -29,6 +29,7 @@ TempDir::~TempDir() {
 
 std::string TempDir::write(const std::string& name, const std::string& content) const {
   std::string p = file(name);
+  std::filesystem::create_directories(std::filesystem::path(p).parent_path());
   std::ofstream(p, std::ios::binary) << content;
   return p;
 }

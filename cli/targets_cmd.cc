@@ -1,0 +1,254 @@
+// `kiln targets`: lists the targets of a folder (shape, dtypes, floor, template size) and, with
+// --check, checks them without a GPU: the spec loads, the reference compiles, every launch
+// geometry evaluates at every verification shape, and the seed and every template configuration
+// pass the static scan and compile (NVRTC for cuda, the host compiler for cpu) in every dtype.
+// This is what a user runs after writing a target, before spending GPU time on it.
+#include "cli/targets_cmd.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "cli/sweep.h"
+#include "evaluator/evaluation.h"
+#include "evaluator/reference.h"
+#include "evaluator/source_scan.h"
+#include "evaluator/toolchain.h"
+#include "shared/expr.h"
+#include "shared/target_spec.h"
+
+namespace kiln::cli {
+namespace {
+
+struct TargetsArgs {
+  std::vector<std::string> names;
+  std::string targets_dir;
+  std::string cache_dir;
+  std::string backend = "all";
+  std::string arch = "sm_90a";
+  bool check = false;
+  uint32_t limit = 0;
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+};
+
+// The launch limits every CUDA device kiln targets has: a block of at most 1,024 threads and at
+// most 227 KB of dynamic shared memory (sm_90).
+constexpr uint64_t kMaxThreadsPerBlock = 1024;
+constexpr uint64_t kMaxSharedBytes = 227 * 1024;
+
+std::string shape_list(const std::vector<Shape>& shapes) {
+  std::string s;
+  for (const auto& sh : shapes) s += (s.empty() ? "" : " ") + shape_string(sh);
+  return s;
+}
+
+void list_target(const TargetSpec& t) {
+  const DType d = t.dtypes.front();
+  ExprVars vars = expr_vars(t.benchmark, d, {});
+  Result<double> bytes = eval_expr(t.bytes_expr, vars);
+  Result<double> flops = eval_expr(t.flops_expr, vars);
+  std::string dtypes, backends;
+  for (DType x : t.dtypes) dtypes += (dtypes.empty() ? "" : ",") + std::string(dtype_name(x));
+  for (const auto& [name, b] : t.backends) {
+    size_t configs = 0;
+    if (b.tunable) {
+      configs = template_configs(*b.tunable, t.benchmark, b.dtypes.front(), 0, 1).size();
+    }
+    backends += (backends.empty() ? "" : ", ") + name +
+                (b.tunable ? " (seed + " + std::to_string(configs) + " configs)" : " (seed)");
+  }
+  std::printf("%-18s %-34s %-13s %9.1f MB %9.2f GFLOP  %s\n", t.name.c_str(),
+              shape_string(t.benchmark).c_str(), dtypes.c_str(),
+              bytes.is_ok() ? *bytes / 1e6 : -1.0, flops.is_ok() ? *flops / 1e9 : -1.0,
+              backends.c_str());
+}
+
+struct CompileJob {
+  std::string label;  // "cuda template BLOCK=256,VEC=8 f16"
+  eval::CompileRequest request;
+};
+
+// Compiles `jobs` on `threads` threads; prints each failure with its log. Returns the failures.
+int compile_all(const std::vector<CompileJob>& jobs, eval::Compiler& compiler, unsigned threads) {
+  std::atomic<size_t> next{0};
+  std::vector<eval::CompileOutput> outs(jobs.size());
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < std::max(1u, threads); ++i) {
+    pool.emplace_back([&] {
+      for (size_t k = next++; k < jobs.size(); k = next++) outs[k] = compiler.compile(jobs[k].request);
+    });
+  }
+  for (auto& th : pool) th.join();
+  int failed = 0;
+  for (size_t k = 0; k < jobs.size(); ++k) {
+    if (outs[k].ok) continue;
+    std::printf("  FAIL %s: compile error:\n%s\n", jobs[k].label.c_str(), outs[k].log.c_str());
+    ++failed;
+  }
+  return failed;
+}
+
+// Checks one kernel (seed or one template configuration) of one backend: geometry at every
+// shape and the static scan here (failures printed), compiles queued on `jobs`. Returns the
+// number of problems found so far.
+int check_kernel(const TargetSpec& t, const std::string& backend, const BackendSpec& b,
+                 const KernelSpec& spec, const std::map<std::string, std::string>& params,
+                 const std::string& label, const std::string& arch, std::set<std::string>* scanned,
+                 std::vector<CompileJob>* jobs) {
+  int problems = 0;
+  std::vector<Shape> shapes = {t.benchmark};
+  for (const auto* list : {&t.smoke, &t.sweep, &t.edge}) shapes.insert(shapes.end(), list->begin(), list->end());
+  for (const Shape& sh : shapes) {
+    for (DType d : b.dtypes) {
+      Result<eval::LaunchGeometry> g = eval::launch_geometry(spec, sh, d, params);
+      std::string why;
+      if (!g.is_ok()) {
+        why = g.status().message();
+      } else if (backend == "cuda") {
+        const uint64_t threads = uint64_t{g->block[0]} * g->block[1] * g->block[2];
+        if (threads == 0 || threads > kMaxThreadsPerBlock) why = std::to_string(threads) + " threads per block";
+        if (g->shared_bytes > kMaxSharedBytes) why = std::to_string(g->shared_bytes) + " bytes of shared memory";
+        if (g->grid[0] == 0 || g->grid[1] == 0 || g->grid[2] == 0) why = "an empty grid";
+      }
+      if (!why.empty()) {
+        std::printf("  FAIL %s %s %s: launch geometry at %s: %s\n", backend.c_str(), label.c_str(),
+                    std::string(dtype_name(d)).c_str(), shape_string(sh).c_str(), why.c_str());
+        ++problems;
+        break;
+      }
+    }
+  }
+  if (scanned->insert(spec.source_file).second) {
+    for (const eval::ScanFinding& f : eval::scan_source(spec.source, backend)) {
+      std::printf("  FAIL %s %s: static scan: %s (line %d)\n", backend.c_str(),
+                  spec.source_file.c_str(), f.rule.c_str(), f.line);
+      ++problems;
+    }
+  }
+  eval::CandidateSpec c;
+  c.label = label;
+  c.source = spec.source;
+  c.kernel_name = spec.kernel_name;
+  c.params = params;
+  c.geometry = &spec;
+  for (DType d : b.dtypes) {
+    Result<eval::CompileRequest> req = eval::build_compile_request(t, backend, arch, c, d);
+    if (!req.is_ok()) {
+      std::printf("  FAIL %s %s %s: %s\n", backend.c_str(), label.c_str(),
+                  std::string(dtype_name(d)).c_str(), req.status().message().c_str());
+      ++problems;
+      continue;
+    }
+    jobs->push_back({backend + " " + label + " " + std::string(dtype_name(d)), std::move(req).value()});
+  }
+  return problems;
+}
+
+int run_targets(const TargetsArgs& a) {
+  const std::string root = a.targets_dir.empty() ? default_targets_dir() : a.targets_dir;
+  std::vector<TargetSpec> targets;
+  if (a.names.empty()) {
+    Result<std::vector<TargetSpec>> all = load_targets(root);
+    if (!all.is_ok()) {
+      std::fprintf(stderr, "kiln targets: %s\n", all.status().message().c_str());
+      return 2;
+    }
+    targets = std::move(all).value();
+  } else {
+    for (const auto& name : a.names) {
+      std::string dir = std::filesystem::exists(std::filesystem::path(name) / "target.json") ? name : root + "/" + name;
+      Result<TargetSpec> t = load_target(dir);
+      if (!t.is_ok()) {
+        std::fprintf(stderr, "kiln targets: %s\n", t.status().message().c_str());
+        return 2;
+      }
+      targets.push_back(std::move(t).value());
+    }
+  }
+  if (!a.check) {
+    std::printf("%-18s %-34s %-13s %12s %15s  %s\n", "target", "benchmark shape", "dtypes", "bytes",
+                "flops", "backends");
+    for (const auto& t : targets) list_target(t);
+    std::printf("\n%zu targets in %s. `kiln targets --check` compiles them; `kiln eval NAME` "
+                "evaluates one.\n", targets.size(), root.c_str());
+    return 0;
+  }
+
+  const std::string cache = a.cache_dir.empty() ? eval::default_cache_dir() : a.cache_dir;
+  std::map<std::string, std::unique_ptr<eval::Toolchain>> toolchains;
+  int problems = 0, kernels = 0;
+  for (const auto& t : targets) {
+    std::printf("%s:\n", t.name.c_str());
+    int before = problems;
+    if (Result<std::unique_ptr<eval::Reference>> ref = eval::Reference::build(t, cache); !ref.is_ok()) {
+      std::printf("  FAIL reference: %s\n", ref.status().message().c_str());
+      ++problems;
+    }
+    for (const auto& [backend, b] : t.backends) {
+      if (a.backend != "all" && a.backend != backend) continue;
+      if (!toolchains.count(backend)) {
+        Result<std::unique_ptr<eval::Toolchain>> tc = eval::Toolchain::create(backend, cache);
+        if (!tc.is_ok()) {
+          std::printf("  SKIP %s: no compiler (%s)\n", backend.c_str(), tc.status().message().c_str());
+          toolchains[backend] = nullptr;
+          continue;
+        }
+        toolchains[backend] = std::move(tc).value();
+      }
+      if (!toolchains[backend]) continue;
+      eval::Compiler& compiler = toolchains[backend]->compiler();
+      const std::string arch = backend == "cuda" ? a.arch : "cpu";
+      std::set<std::string> scanned;
+      std::vector<CompileJob> jobs;
+      problems += check_kernel(t, backend, b, b.seed, b.seed.defines, "seed", arch, &scanned, &jobs);
+      ++kernels;
+      std::vector<std::map<std::string, std::string>> configs;
+      if (b.tunable) configs = template_configs(*b.tunable, t.benchmark, b.dtypes.front(), a.limit, 1);
+      if (b.tunable && configs.empty()) {
+        std::printf("  FAIL %s template: no configuration satisfies the constraints at %s\n",
+                    backend.c_str(), shape_string(t.benchmark).c_str());
+        ++problems;
+      }
+      for (const auto& params : configs) {
+        problems += check_kernel(t, backend, b, *b.tunable, params, "template " + format_params(params),
+                                 arch, &scanned, &jobs);
+        ++kernels;
+      }
+      problems += compile_all(jobs, compiler, a.jobs);
+      std::printf("  %s: seed and %zu template configurations x %zu dtypes compiled\n",
+                  backend.c_str(), configs.size(), b.dtypes.size());
+    }
+    if (problems == before) std::printf("  ok (shapes: smoke %s; sweep %s; edge %s)\n",
+                                        shape_list(t.smoke).c_str(), shape_list(t.sweep).c_str(),
+                                        shape_list(t.edge).c_str());
+  }
+  std::printf("\n%d kernel(s) of %zu target(s) checked: %d problem(s)\n", kernels, targets.size(), problems);
+  return problems == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_targets_command(CLI::App& app, std::function<int()>& action) {
+  auto args = std::make_shared<TargetsArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "targets",
+      "List the targets (benchmark shape, dtypes, bytes and flops of the floor, template size).\n"
+      "With --check, check them without a GPU: the spec, the reference, every launch geometry at\n"
+      "every verification shape, the static scan, and compiles of the seed and of every template\n"
+      "configuration in every dtype (NVRTC for cuda, the host compiler for cpu). Exit code 0 when\n"
+      "everything passed. See docs/targets.md for writing a target.");
+  sub->add_option("names", args->names, "Targets to show or check (default: all in the folder)");
+  sub->add_option("--targets-dir", args->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_flag("--check", args->check, "Compile and check instead of listing");
+  sub->add_option("--backend", args->backend, "With --check: cuda, cpu or all")->capture_default_str();
+  sub->add_option("--arch", args->arch, "With --check: CUDA architecture to compile for")->capture_default_str();
+  sub->add_option("--limit", args->limit, "With --check: at most this many template configurations (a sample)");
+  sub->add_option("--jobs,-j", args->jobs, "With --check: compiles in parallel")->capture_default_str();
+  sub->add_option("--cache-dir", args->cache_dir, "Compile/reference cache (default: ~/.cache/kiln)");
+  sub->callback([&action, args] { action = [args] { return run_targets(*args); }; });
+}
+
+}  // namespace kiln::cli
