@@ -53,7 +53,8 @@ Result<std::unique_ptr<Reference>> Reference::build(const TargetSpec& target,
     dlclose(handle);
     return invalid_argument(target.reference_file + " defines no extern \"C\" kiln_reference");
   }
-  return std::unique_ptr<Reference>(new Reference(handle, fn));
+  auto rows = reinterpret_cast<ReferenceRowsFn>(dlsym(handle, "kiln_reference_rows"));
+  return std::unique_ptr<Reference>(new Reference(handle, fn, rows));
 }
 
 Reference::~Reference() {
@@ -64,6 +65,14 @@ void Reference::compute(const std::vector<const double*>& inputs,
                         const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
                         const std::vector<double>& scalars) const {
   fn_(inputs.data(), outputs.data(), dims.data(), scalars.data());
+}
+
+void Reference::compute_rows(const std::vector<const double*>& inputs,
+                             const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
+                             const std::vector<double>& scalars,
+                             const std::vector<int64_t>& rows) const {
+  rows_fn_(inputs.data(), outputs.data(), dims.data(), scalars.data(), rows.data(),
+           static_cast<int64_t>(rows.size()));
 }
 
 }  // namespace kiln::eval

@@ -19,6 +19,16 @@ namespace kiln::eval {
 // inputs/outputs in the order of the spec's args, dims in the order of "dims", scalars likewise.
 using ReferenceFn = void (*)(const double* const*, double* const*, const int64_t*, const double*);
 
+// Optional, for targets whose reference is expensive at the benchmark shape (matmul, the MLP):
+//   extern "C" void kiln_reference_rows(const double* const* inputs, double* const* outputs,
+//                                       const int64_t* dims, const double* scalars,
+//                                       const int64_t* rows, int64_t nrows);
+// computes only the listed rows (indices into the first dim of every output; outputs are full
+// size, other rows are left alone). kiln then re-checks the timed outputs on rows drawn from a
+// seed the candidate never sees, instead of on every row.
+using ReferenceRowsFn = void (*)(const double* const*, double* const*, const int64_t*,
+                                 const double*, const int64_t*, int64_t);
+
 class Reference {
  public:
   // Compiles (or finds in `cache_dir`) and loads the target's reference.
@@ -31,10 +41,18 @@ class Reference {
   void compute(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
                const std::vector<int64_t>& dims, const std::vector<double>& scalars) const;
 
+  bool has_rows() const { return rows_fn_ != nullptr; }
+  // Needs has_rows().
+  void compute_rows(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
+                    const std::vector<int64_t>& dims, const std::vector<double>& scalars,
+                    const std::vector<int64_t>& rows) const;
+
  private:
-  Reference(void* handle, ReferenceFn fn) : handle_(handle), fn_(fn) {}
+  Reference(void* handle, ReferenceFn fn, ReferenceRowsFn rows)
+      : handle_(handle), fn_(fn), rows_fn_(rows) {}
   void* handle_;
   ReferenceFn fn_;
+  ReferenceRowsFn rows_fn_;
 };
 
 }  // namespace kiln::eval

@@ -143,31 +143,106 @@ extern "C" void gather(const T* x, const int32_t* labels, float* ws, float* y, i
 }
 )";
 
-TEST(CandidateEvaluator, IndexInputsStayInBoundsAndScratchArrivesZeroed) {
-  testing::TempDir dir;
-  dir.write("gather/target.json", kGatherSpec);
-  dir.write("gather/reference.cpp", kGatherReference);
-  dir.write("gather/seed.cpp", kGatherSeed);
-  Result<TargetSpec> target = load_target(dir.path() + "/gather");
-  ASSERT_TRUE(target.is_ok()) << target.status().to_string();
+// Evaluates the cpu seed of the target in `dir`/`name` (f32) with a short timing phase.
+proto::EvaluationResult evaluate_cpu_seed(const testing::TempDir& dir, const std::string& name) {
+  proto::EvaluationResult failed;
+  Result<TargetSpec> target = load_target(dir.path() + "/" + name);
+  if (!target.is_ok()) {
+    failed.log = target.status().to_string();
+    return failed;
+  }
   auto toolchain = Toolchain::create("cpu", dir.path() + "/cache");
-  ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
+  if (!toolchain.is_ok()) {
+    failed.log = toolchain.status().to_string();
+    return failed;
+  }
   EvaluatorOptions options;
   options.kiln_binary = testing::kiln_binary();
   options.cache_dir = dir.path() + "/cache";
   options.min_samples = 10;
   options.max_timing_ms = 200;
   auto evaluator = CandidateEvaluator::create(*target, "cpu", (*toolchain)->compiler(), options);
-  ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
+  if (!evaluator.is_ok()) {
+    failed.log = evaluator.status().to_string();
+    return failed;
+  }
   const KernelSpec& seed = target->backend("cpu")->seed;
   CandidateSpec candidate;
-  candidate.label = "gather";
+  candidate.label = name;
   candidate.source = seed.source;
   candidate.kernel_name = seed.kernel_name;
   candidate.geometry = &seed;
-  proto::EvaluationResult r = (*evaluator)->evaluate(candidate, DType::kF32);
+  return (*evaluator)->evaluate(candidate, DType::kF32);
+}
+
+TEST(CandidateEvaluator, IndexInputsStayInBoundsAndScratchArrivesZeroed) {
+  testing::TempDir dir;
+  dir.write("gather/target.json", kGatherSpec);
+  dir.write("gather/reference.cpp", kGatherReference);
+  dir.write("gather/seed.cpp", kGatherSeed);
+  proto::EvaluationResult r = evaluate_cpu_seed(dir, "gather");
   EXPECT_EQ(r.outcome, proto::Outcome::kVerified) << stages(r);
   EXPECT_GT(r.timing.samples, 0u);
+}
+
+// Row sums; the reference's full entry point is deliberately wrong at the benchmark shape
+// (M = 300), its kiln_reference_rows right. The timed outputs are then verified only if kiln
+// re-checks them on sampled rows through kiln_reference_rows; without it they fail.
+constexpr const char* kRowSumSpec = R"({
+  "name": "rowsum", "description": "y[m] = sum x[m, :]", "dims": ["M", "N"],
+  "args": [{"name": "x", "role": "input", "dtype": "T", "shape": ["M", "N"]},
+           {"name": "y", "role": "output", "dtype": "f32", "shape": ["M"]}],
+  "dtypes": ["f32"], "tolerance": {"f32": {"rel": 1e-5, "abs": 1e-5}},
+  "shapes": {"benchmark": {"M": 300, "N": 64}, "smoke": [{"M": 4, "N": 3}], "sweep": [{"M": 9, "N": 17}]},
+  "bytes": "M * N * 4", "flops": "M * N", "reference": "reference.cpp",
+  "backends": {"cpu": {"dtypes": ["f32"], "seed": {"source": "seed.cpp", "kernel": "rowsum"}}}
+})";
+
+constexpr const char* kRowSumReference = R"(#include <cstdint>
+static void row(const double* x, double* y, int64_t N, int64_t m) {
+  y[m] = 0;
+  for (int64_t c = 0; c < N; ++c) y[m] += x[m * N + c];
+}
+extern "C" void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
+                               const double*) {
+  for (int64_t m = 0; m < dims[0]; ++m) row(in[0], out[0], dims[1], m);
+  if (dims[0] == 300) out[0][7] += 1000;  // wrong, where only the full reference is used
+}
+)";
+
+constexpr const char* kRowSumRows = R"(
+extern "C" void kiln_reference_rows(const double* const* in, double* const* out, const int64_t* dims,
+                                    const double*, const int64_t* rows, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) row(in[0], out[0], dims[1], rows[t]);
+}
+)";
+
+constexpr const char* kRowSumSeed = R"(#include <cstdint>
+extern "C" void rowsum(const T* x, float* y, int64_t M, int64_t N) {
+  for (int64_t m = 0; m < M; ++m) {
+    float s = 0.f;
+    for (int64_t c = 0; c < N; ++c) s += float(x[m * N + c]);
+    y[m] = s;
+  }
+}
+)";
+
+TEST(CandidateEvaluator, TimedOutputsUseTheRowReferenceWhenThereIsOne) {
+  testing::TempDir dir;
+  dir.write("rowsum/target.json", kRowSumSpec);
+  dir.write("rowsum/seed.cpp", kRowSumSeed);
+  dir.write("rowsum/reference.cpp", std::string(kRowSumReference) + kRowSumRows);
+  proto::EvaluationResult sampled = evaluate_cpu_seed(dir, "rowsum");
+  EXPECT_EQ(sampled.outcome, proto::Outcome::kVerified) << stages(sampled);
+
+  testing::TempDir full;
+  full.write("rowsum/target.json", kRowSumSpec);
+  full.write("rowsum/seed.cpp", kRowSumSeed);
+  full.write("rowsum/reference.cpp", kRowSumReference);
+  proto::EvaluationResult all_rows = evaluate_cpu_seed(full, "rowsum");
+  EXPECT_EQ(all_rows.outcome, proto::Outcome::kWrongAnswer) << stages(all_rows);
+  ASSERT_FALSE(all_rows.stages.empty());
+  EXPECT_EQ(all_rows.stages.back().name, "timed_outputs");
 }
 
 }  // namespace

@@ -1,0 +1,558 @@
+// Matmul template: C[M,N] = A[M,K] @ B[K,N], all row-major, T (f16 or bf16) in and out, fp32
+// accumulation on the tensor cores. Two structural variants (IMPL):
+//
+//  IMPL 0 -- mma.sync (warp-level). A block of WM x WN warps computes a BM x BN tile of C; each
+//    warp a (BM/WM) x (BN/WN) sub-tile as m16n8k16 fragments. K is walked in BK slices through a
+//    STAGES-deep ring of shared-memory stages: global -> shared with cp.async (16 bytes per
+//    thread, no registers involved), `cp.async.wait_group STAGES-2` + one __syncthreads per
+//    slice, the refill of the stage freed by the previous slice issued before the math so loads
+//    run STAGES-1 slices ahead. shared -> registers with ldmatrix: A (K contiguous) with
+//    ldmatrix.x4, B (N contiguous, i.e. "k-major rows") with ldmatrix.x4.trans, which hands each
+//    thread the column-major ("col") B fragment that mma.sync ...row.col wants.
+//  IMPL 1 -- wgmma (sm_90a warpgroups), warp-specialized. Two consumer warpgroups each own BM/2
+//    rows x BN columns of C in registers (wgmma m64nBNk16, f32 accumulators); a producer
+//    warpgroup fills the STAGES-deep ring with cp.async. Per stage two mbarriers: `full` (each
+//    producer thread's cp.async.mbarrier.arrive.noinc fires once its copies have landed) and
+//    `empty` (each consumer warp arrives once the wgmma that read the stage has retired, i.e.
+//    after wgmma.wait_group 1 one slice later). The consumers' wgmma read A and B straight from
+//    shared memory through matrix descriptors (128-byte swizzle; A K-major, B N-major =
+//    "transposed").
+//
+// Shared-memory layouts (both variants), in 16-byte chunks of 8 elements, XOR-swizzled so that
+// the 8 row addresses of an ldmatrix (or a wgmma core matrix) and the 8 chunks written by 8
+// consecutive threads fall in 8 different bank groups:
+//   A stage: BM rows of BK elements. BK = 64: row r = 128 bytes, chunk c stored at c ^ (r & 7)
+//     (exactly the hardware 128B swizzle). BK = 32: row = 64 bytes, chunk c at c ^ ((r >> 1) & 3)
+//     (the 64B swizzle).
+//   B stage: BK rows (k) of BN elements, kept as BN/64 column blocks of BK rows x 128 bytes;
+//     within a block chunk c of row r stored at c ^ (r & 7) (the wgmma N-major 128B-swizzle atom:
+//     LBO = block stride, SBO = 8 rows = 1024 bytes).
+// The stage base is 1024-byte aligned (the swizzle is a function of the address bits).
+//
+// Fragment layouts (g = lane / 4, t = lane % 4), mma.sync m16n8k16 and per n8 block of wgmma:
+//   A (16x16): a0 = (row g, k 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 8+2t..), a3 = (g+8, 8+2t..).
+//   B (16x8):  b0 = (k 2t..2t+1, col g), b1 = (k 8+2t.., col g).
+//   C (16x8, f32): c0,c1 = (row g, cols 2t, 2t+1), c2,c3 = (row g+8, same cols); for wgmma
+//   m64nN warp w of the warpgroup holds rows 16w.. of the 64 and accumulator 4j+i belongs to the
+//   n8 block j.
+//
+// Boundaries: M, N, K are arbitrary. Every tile is loaded in one of three modes: 0 = fully in
+// range with 16-byte aligned rows (plain cp.async, the benchmark's only path), 1 = partly out of
+// range (cp.async with src-size 0 zero-fills the chunks outside; K and N multiples of 8 make
+// every chunk all-in or all-out), 2 = rows not 16-byte aligned (K or N not a multiple of 8, or a
+// misaligned base): scalar guarded loads, zeros outside, st.shared. Zeros in both A and B beyond
+// K keep Inf/NaN from leaking in (0 * 0). The epilogue converts the accumulators to T into a
+// padded shared-memory tile and writes C with coalesced 16-byte stores (guarded, element-wise at
+// the ragged right edge or when rows of C are not 16-byte aligned).
+// Blocks are mapped to tiles in groups of GROUP_M tile rows (column-major within a group) so
+// that the blocks resident at one time share panels of A and B in L2.
+
+#ifndef IMPL
+#define IMPL 0  // 0: mma.sync, 1: wgmma (warp-specialized)
+#endif
+#ifndef BM
+#define BM 128  // block tile rows (M)
+#endif
+#ifndef BN
+#define BN 128  // block tile columns (N)
+#endif
+#ifndef BK
+#define BK 32  // K slice per pipeline stage (IMPL 1: 64)
+#endif
+#ifndef WM
+#define WM 2  // IMPL 0: warps along M
+#endif
+#ifndef WN
+#define WN 4  // IMPL 0: warps along N
+#endif
+#ifndef STAGES
+#define STAGES 4  // shared-memory pipeline depth
+#endif
+#ifndef GROUP_M
+#define GROUP_M 8  // tile rows per raster group (not a search parameter)
+#endif
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+
+template <typename X>
+struct IsBf16 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsBf16<__nv_bfloat16> {
+  static constexpr bool value = true;
+};
+constexpr bool kBf16 = IsBf16<T>::value;
+
+static_assert(sizeof(T) == 2, "the tensor-core template handles 16-bit element types only");
+static_assert(BK == 32 || BK == 64, "BK is 32 or 64");
+static_assert(BN % 64 == 0, "B is stored in 64-column blocks");
+static_assert(STAGES >= 2, "at least two stages");
+
+constexpr int SP = BN + 8;  // row pitch (elements) of the epilogue's staging tile: +16 bytes
+
+// ---------------------------------------------------------------------------------------------
+// Small PTX wrappers.
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+// 16-byte global -> shared copy; reads src_bytes (16 or 0) and zero-fills the rest.
+__device__ __forceinline__ void cp_async_16(u32 dst, const void* src, u32 src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void st_shared_v4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c),
+               "r"(d)
+               : "memory");
+}
+template <typename U>
+__device__ __forceinline__ u32 bits16(U v) {
+  if constexpr (IsBf16<U>::value)
+    return __bfloat16_as_ushort(v);
+  else
+    return __half_as_ushort(v);
+}
+// Two floats -> two T (round to nearest) packed in 32 bits, the lower column in the low half.
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+  return bits16(from_f32<T>(lo)) | (bits16(from_f32<T>(hi)) << 16);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared-memory layouts: byte offset of 16-byte chunk c of row r within a stage's tile.
+__device__ __forceinline__ u32 a_off(int r, int c) {  // A: BM rows x BK elements
+  if constexpr (BK == 64)
+    return r * 128 + ((c ^ (r & 7)) << 4);
+  else
+    return r * 64 + ((c ^ ((r >> 1) & 3)) << 4);
+}
+__device__ __forceinline__ u32 b_off(int r, int c) {  // B: BK rows x BN elements, 64-wide blocks
+  return (c >> 3) * (BK * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+// Copies the ROWS x COLS tile whose top-left element is g[r0 * ld + c0] (valid rows < nrows,
+// valid columns < ncols) into the shared-memory tile at dst, with NTHR threads (index tid).
+// Each thread owns one 16-byte chunk column (c) and every RP-th row from rb. mode: see the top.
+template <int ROWS, int COLS, int NTHR, bool IS_A>
+__device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ g, long long ld,
+                                          long long r0, long long c0, long long nrows,
+                                          long long ncols, int tid, int mode) {
+  constexpr int CPR = COLS / 8;  // chunks per row
+  static_assert(NTHR % CPR == 0, "threads must cover whole rows");
+  constexpr int RP = NTHR / CPR;  // rows per pass
+  static_assert(ROWS % RP == 0, "passes must cover the tile");
+  constexpr int PASSES = ROWS / RP;
+  const int c = tid % CPR, rb = tid / CPR;
+  const long long gc = c0 + c * 8;
+  auto off = [](int r, int cc) { return IS_A ? a_off(r, cc) : b_off(r, cc); };
+  if (mode == 0) {
+    const T* gp = g + (r0 + rb) * ld + gc;
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) cp_async_16(dst + off(rb + p * RP, c), gp + p * RP * ld, 16);
+  } else if (mode == 1) {
+    const bool col_ok = gc < ncols;
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+      const long long gr = r0 + rb + p * RP;
+      const bool ok = col_ok && gr < nrows;
+      const T* src = ok ? g + gr * ld + gc : g;  // never read when !ok (src-size 0)
+      cp_async_16(dst + off(rb + p * RP, c), src, ok ? 16u : 0u);
+    }
+  } else {
+    const unsigned short* gs = reinterpret_cast<const unsigned short*>(g);
+#pragma unroll 1
+    for (int p = 0; p < PASSES; ++p) {
+      const long long gr = r0 + rb + p * RP;
+      u32 w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long c_lo = gc + 2 * e, c_hi = c_lo + 1;
+        const u32 lo = (gr < nrows && c_lo < ncols) ? gs[gr * ld + c_lo] : 0u;
+        const u32 hi = (gr < nrows && c_hi < ncols) ? gs[gr * ld + c_hi] : 0u;
+        w[e] = lo | (hi << 16);
+      }
+      st_shared_v4(dst + off(rb + p * RP, c), w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+// Tile (tm, tn) of this block: groups of GROUP_M tile rows, walked down the rows then across.
+__device__ __forceinline__ void tile_coords(long long M, long long N, int& tm, int& tn) {
+  const int grid_m = static_cast<int>((M + BM - 1) / BM),
+            grid_n = static_cast<int>((N + BN - 1) / BN);
+  const int pid = blockIdx.x;
+  const int width = GROUP_M * grid_n;
+  const int group = pid / width;
+  const int first_m = group * GROUP_M;
+  const int rows = min(grid_m - first_m, GROUP_M);
+  const int rem = pid - group * width;
+  tm = first_m + rem % rows;
+  tn = rem / rows;
+}
+
+// Writes the BM x BN staging tile (T, row pitch SP, at `stage`) to C rows m0.., columns n0..:
+// 16-byte chunks, coalesced; guarded at the bottom and right edges.
+template <int NTHR>
+__device__ __forceinline__ void store_tile(const unsigned char* stage, T* __restrict__ C,
+                                           long long M, long long N, long long m0, long long n0,
+                                           int tid) {
+  constexpr int CPR = BN / 8;
+  const bool vec = (N % 8 == 0) && (reinterpret_cast<u64>(C) % 16 == 0);
+  unsigned short* cs = reinterpret_cast<unsigned short*>(C);
+#pragma unroll 4
+  for (int q = tid; q < BM * CPR; q += NTHR) {
+    const int r = q / CPR, c = q % CPR;
+    const long long gr = m0 + r, gc = n0 + c * 8;
+    if (gr >= M || gc >= N) continue;
+    const uint4 v = *reinterpret_cast<const uint4*>(stage + (r * SP + c * 8) * 2);
+    if (vec && gc + 8 <= N) {
+      *reinterpret_cast<uint4*>(C + gr * N + gc) = v;
+    } else {
+      const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (gc + e < N)
+          cs[gr * N + gc + e] = static_cast<unsigned short>(w[e / 2] >> (16 * (e % 2)));
+      }
+    }
+  }
+}
+
+// Row pitch alignment: 16-byte cp.async needs K and N multiples of 8 and aligned bases.
+__device__ __forceinline__ bool rows_aligned(const T* A, const T* B, long long N, long long K) {
+  return (K % 8 == 0) && (N % 8 == 0) && (reinterpret_cast<u64>(A) % 16 == 0) &&
+         (reinterpret_cast<u64>(B) % 16 == 0);
+}
+
+#if IMPL == 0
+// =============================================================================================
+// IMPL 0: mma.sync m16n8k16, WM x WN warps, cp.async multistage pipeline.
+constexpr int NTHREADS = WM * WN * 32;
+constexpr int WTM = BM / WM, WTN = BN / WN;  // warp tile
+constexpr int MT = WTM / 16, NT8 = WTN / 8;  // m16 and n8 fragments per warp
+constexpr u32 A_BYTES = BM * BK * 2, B_BYTES = BK * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile must be a multiple of 16 x 16");
+
+__device__ __forceinline__ void ldsm_x4(u32 (&r)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+// d (16x8 f32) += a (16x16, row) * b (16x8, col)
+__device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  if constexpr (kBf16) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS)
+    matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long M,
+           long long N, long long K) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const u32 raw = smem_addr(smem_raw);
+  const u32 sbase = (raw + 1023u) & ~1023u;  // stage 0; kiln reserves 1 KB of slack for this
+  int tm, tn;
+  tile_coords(M, N, tm, tn);
+  const long long m0 = static_cast<long long>(tm) * BM, n0 = static_cast<long long>(tn) * BN;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wm = warp / WN, wn = warp % WN;
+  const bool aligned = rows_aligned(A, B, N, K);
+  const int KT = static_cast<int>((K + BK - 1) / BK);
+
+  // Issues the copies of K slice kt into stage s (asynchronous in modes 0 and 1).
+  auto load_stage = [&](int kt, int s) {
+    const long long k0 = static_cast<long long>(kt) * BK;
+    const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+    const int mode_a = !aligned ? 2 : (m0 + BM <= M && k0 + BK <= K) ? 0 : 1;
+    const int mode_b = !aligned ? 2 : (k0 + BK <= K && n0 + BN <= N) ? 0 : 1;
+    load_tile<BM, BK, NTHREADS, true>(sa, A, K, m0, k0, M, K, tid, mode_a);
+    load_tile<BK, BN, NTHREADS, false>(sb, B, N, k0, n0, K, N, tid, mode_b);
+  };
+
+  // Prologue: slices 0 .. STAGES-2 in flight, one commit group each (empty groups past KT keep
+  // the group count, and so wait_group's meaning, the same).
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) load_stage(s, s);
+    cp_async_commit();
+  }
+
+  float acc[MT][NT8][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  for (int kt = 0; kt < KT; ++kt) {
+    // Slice kt has landed (at most STAGES-2 younger groups pending) and, after the barrier, is
+    // visible to all; every warp is also done with slice kt-1, whose stage is refilled next.
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    {
+      const int nk = kt + STAGES - 1;
+      if (nk < KT) load_stage(nk, nk % STAGES);
+      cp_async_commit();
+    }
+    const u32 sa = sbase + (kt % STAGES) * STAGE_BYTES, sb = sa + A_BYTES;
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; ++kk) {
+      u32 af[MT][4], bf[NT8][2];
+      // A: ldmatrix.x4 at rows (lane & 15), k chunk 2kk + lane/16 -> a0..a3 of one m16 fragment.
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        ldsm_x4(af[mt], sa + a_off(wm * WTM + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+      }
+      // B: ldmatrix.x4.trans at k rows 16kk + (lane & 15), n chunk (16 columns per pair) + lane/16
+      // -> b0, b1 of two n8 fragments.
+#pragma unroll
+      for (int np = 0; np < NT8 / 2; ++np) {
+        ldsm_x4_trans(bf[2 * np][0], bf[2 * np][1], bf[2 * np + 1][0], bf[2 * np + 1][1],
+                      sb + b_off(kk * 16 + (lane & 15), (wn * WTN + np * 16) / 8 + (lane >> 4)));
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < NT8; ++nt) mma_16816(acc[mt][nt], af[mt], bf[nt][0], bf[nt][1]);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // the pipeline's shared memory is free: reuse it for the staging tile
+
+  unsigned char* stage = smem_raw + (sbase - raw);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt) {
+      const int r = wm * WTM + mt * 16 + (lane >> 2), c = wn * WTN + nt * 8 + 2 * (lane & 3);
+      *reinterpret_cast<u32*>(stage + (r * SP + c) * 2) = pack2(acc[mt][nt][0], acc[mt][nt][1]);
+      *reinterpret_cast<u32*>(stage + ((r + 8) * SP + c) * 2) =
+          pack2(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  }
+  __syncthreads();
+  store_tile<NTHREADS>(stage, C, M, N, m0, n0, tid);
+}
+
+#elif IMPL == 1
+// =============================================================================================
+// IMPL 1: wgmma, 2 consumer warpgroups + 1 producer warpgroup, mbarrier ring of STAGES stages.
+// Registers: one block per SM, so ptxas may use up to 168 per thread (384 threads); a consumer
+// needs its MW * BN / 2 accumulators (at most 128) plus ~30 (ptxas reports ~154, no spills).
+constexpr int CONSUMERS = 2;           // consumer warpgroups: warps 0..7
+constexpr int PRODUCER_THREADS = 128;  // producer warpgroup: warps 8..11
+constexpr int NTHREADS = CONSUMERS * 128 + PRODUCER_THREADS;
+constexpr int MW = BM / (64 * CONSUMERS);  // m64 blocks per consumer
+constexpr int NACC = BN / 2;               // f32 accumulators per m64 block
+constexpr u32 A_BYTES = BM * 128, B_BYTES = 64 * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr u32 STAGING_BYTES = BM * SP * 2;
+constexpr u32 RING_BYTES = STAGES * STAGE_BYTES;
+constexpr u32 BAR_OFF = RING_BYTES > STAGING_BYTES ? RING_BYTES : STAGING_BYTES;  // mbarriers
+static_assert(BK == 64, "the wgmma variant uses 64-element (128-byte) K slices");
+static_assert(MW >= 1 && BM % (64 * CONSUMERS) == 0, "BM is a multiple of 128");
+static_assert(BN == 128 || BN == 256, "wgmma N is 128 or 256");
+
+// clang-format off
+#define WG_REGS64 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_REGS128 WG_REGS64 ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+// The 64 accumulators d[o] .. d[o + 63] as read-write asm operands.
+#define WG_ACC8(d, o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), \
+  "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
+#define WG_ACC64(d, o) WG_ACC8(d, o), WG_ACC8(d, o + 8), WG_ACC8(d, o + 16), WG_ACC8(d, o + 24), \
+  WG_ACC8(d, o + 32), WG_ACC8(d, o + 40), WG_ACC8(d, o + 48), WG_ACC8(d, o + 56)
+// wgmma m64nBNk16: d += A (64x16 from descriptor da, K-major) * B (16xBN from db, N-major:
+// imm-trans-b = 1); scale-d = 1 (accumulate), no negation.
+#if BN == 256
+#define WG_MMA(TY)                                                                             \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                   \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" WG_REGS128 "}, " \
+               "%128, %129, p, 1, 1, 0, 1;\n}\n"                                               \
+               : WG_ACC64(d, 0), WG_ACC64(d, 64)                                               \
+               : "l"(da), "l"(db), "r"(1))
+#else
+#define WG_MMA(TY)                                                                             \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                    \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" WG_REGS64 "}, "  \
+               "%64, %65, p, 1, 1, 0, 1;\n}\n"                                                 \
+               : WG_ACC64(d, 0)                                                                \
+               : "l"(da), "l"(db), "r"(1))
+#endif
+// clang-format on
+__device__ __forceinline__ void wgmma_tile(float (&d)[NACC], u64 da, u64 db) {
+  if constexpr (kBf16)
+    WG_MMA("bf16");
+  else
+    WG_MMA("f16");
+}
+// Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma.
+__device__ __forceinline__ void fence_acc(float (&d)[NACC]) {
+#pragma unroll
+  for (int i = 0; i < NACC; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63).
+__device__ __forceinline__ u64 smem_desc(u32 addr, u32 lbo, u32 sbo) {
+  return static_cast<u64>((addr & 0x3FFFFu) >> 4) | (static_cast<u64>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<u64>((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Arrives on bar once all of this thread's earlier cp.async have completed (counts as one of
+// the barrier's expected arrivals: .noinc).
+__device__ __forceinline__ void mbar_arrive_cp_async(u32 bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(CONSUMERS * 128) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+    matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long M,
+           long long N, long long K) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const u32 raw = smem_addr(smem_raw);
+  const u32 sbase = (raw + 1023u) & ~1023u;  // stage 0, 1024-byte aligned for the swizzle
+  const u32 full_bar = sbase + BAR_OFF, empty_bar = full_bar + 8 * STAGES;
+  int tm, tn;
+  tile_coords(M, N, tm, tn);
+  const long long m0 = static_cast<long long>(tm) * BM, n0 = static_cast<long long>(tn) * BN;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const bool aligned = rows_aligned(A, B, N, K);
+  const int KT = static_cast<int>((K + BK - 1) / BK);
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full_bar + 8 * s, PRODUCER_THREADS);  // one arrival per producer thread
+      mbar_init(empty_bar + 8 * s, CONSUMERS * 4);    // one arrival per consumer warp
+    }
+  }
+  __syncthreads();
+
+  if (warp >= CONSUMERS * 4) {
+    // ---- producers: fill stage kt % STAGES with slice kt once its previous use has retired.
+    const int ptid = tid - CONSUMERS * 128;
+    for (int kt = 0; kt < KT; ++kt) {
+      const int s = kt % STAGES;
+      if (kt >= STAGES) mbar_wait(empty_bar + 8 * s, ((kt / STAGES) - 1) & 1);
+      const long long k0 = static_cast<long long>(kt) * BK;
+      const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+      const int mode_a = !aligned ? 2 : (m0 + BM <= M && k0 + BK <= K) ? 0 : 1;
+      const int mode_b = !aligned ? 2 : (k0 + BK <= K && n0 + BN <= N) ? 0 : 1;
+      load_tile<BM, BK, PRODUCER_THREADS, true>(sa, A, K, m0, k0, M, K, ptid, mode_a);
+      load_tile<BK, BN, PRODUCER_THREADS, false>(sb, B, N, k0, n0, K, N, ptid, mode_b);
+      if (aligned) {
+        mbar_arrive_cp_async(full_bar + 8 * s);
+      } else {
+        // Plain st.shared writes: make them visible to the async proxy (wgmma), then arrive.
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_arrive(full_bar + 8 * s);
+      }
+    }
+    cp_async_wait<0>();  // then exit: the consumers finish the block
+  } else {
+    // ---- consumers: warpgroup wg owns rows [wg * MW * 64, (wg + 1) * MW * 64) of the tile.
+    const int wg = warp / 4, wq = warp % 4;
+    float acc[MW][NACC];
+#pragma unroll
+    for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+      for (int i = 0; i < NACC; ++i) acc[mb][i] = 0.f;
+      fence_acc(acc[mb]);
+    }
+    for (int kt = 0; kt < KT; ++kt) {
+      const int s = kt % STAGES;
+      mbar_wait(full_bar + 8 * s, (kt / STAGES) & 1);
+      // The cp.async writes (generic proxy) are now visible to this thread; order them before
+      // this thread's async-proxy reads (wgmma operands).
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+      const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        // B: k rows 16kk.. (16 rows x 128 bytes = 2048 bytes further); LBO = 64-column block
+        // stride (64 rows x 128 bytes), SBO = 8 rows.
+        const u64 db = smem_desc(sb + kk * 2048, 64 * 128, 1024);
+#pragma unroll
+        for (int mb = 0; mb < MW; ++mb) {
+          // A: rows of this m64 block, k elements 16kk.. (32 bytes into each 128-byte row;
+          // the hardware applies the swizzle to the address); SBO = 8 rows; LBO unused.
+          const u64 da = smem_desc(sa + (wg * MW + mb) * (64 * 128) + kk * 32, 16, 1024);
+          wgmma_tile(acc[mb], da, db);
+        }
+      }
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      // Slice kt-1's wgmma have retired: hand its stage back to the producers.
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      if (kt > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((kt - 1) % STAGES));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int mb = 0; mb < MW; ++mb) fence_acc(acc[mb]);
+    // Every slice consumed (so every copy landed) and every wgmma retired: the ring is free for
+    // the staging tile. Named barrier 1 synchronizes the consumer warps only.
+    consumer_sync();
+    unsigned char* stage = smem_raw + (sbase - raw);
+#pragma unroll
+    for (int mb = 0; mb < MW; ++mb) {
+      const int r = (wg * MW + mb) * 64 + wq * 16 + (lane >> 2);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int c = j * 8 + 2 * (lane & 3);
+        *reinterpret_cast<u32*>(stage + (r * SP + c) * 2) =
+            pack2(acc[mb][4 * j], acc[mb][4 * j + 1]);
+        *reinterpret_cast<u32*>(stage + ((r + 8) * SP + c) * 2) =
+            pack2(acc[mb][4 * j + 2], acc[mb][4 * j + 3]);
+      }
+    }
+    consumer_sync();
+    store_tile<CONSUMERS * 128>(stage, C, M, N, m0, n0, tid);
+  }
+}
+#else
+#error "IMPL is 0 (mma.sync) or 1 (wgmma)"
+#endif
