@@ -147,7 +147,7 @@ int run_eval(const EvalArgs& a) {
     }
     options.benchmark_override = s;
   }
-  Result<bool> ok = eval::satisfies_constraints(spec, options.benchmark_override.value_or(target->benchmark), dtype, c.params);
+  Result<bool> ok = eval::satisfies_constraints(spec, options.benchmark_override.value_or(target->benchmark_for(backend)), dtype, c.params);
   if (!ok.is_ok()) return fail(ok.status().message(), 2);
   if (!*ok && !a.sweep) return fail("the parameters violate the template's constraints", 2);
 
@@ -171,7 +171,7 @@ int run_eval(const EvalArgs& a) {
   if (!ev.is_ok()) return fail(ev.status().message(), 1);
 
   if (a.sweep) {
-    SweepArgs sw{&*target, &spec, dtype, options.benchmark_override.value_or(target->benchmark),
+    SweepArgs sw{&*target, &spec, dtype, options.benchmark_override.value_or(target->benchmark_for(backend)),
                  a.limit, a.seed, 4, a.json};
     return run_sweep(sw, **ev, (*tc)->compiler(), progress_out);
   }

@@ -55,7 +55,7 @@ void list_target(const TargetSpec& t) {
   for (const auto& [name, b] : t.backends) {
     size_t configs = 0;
     if (b.tunable) {
-      configs = template_configs(*b.tunable, t.benchmark, b.dtypes.front(), 0, 1).size();
+      configs = template_configs(*b.tunable, t.benchmark_for(name), b.dtypes.front(), 0, 1).size();
     }
     backends += (backends.empty() ? "" : ", ") + name +
                 (b.tunable ? " (seed + " + std::to_string(configs) + " configs)" : " (seed)");
@@ -99,7 +99,7 @@ int check_kernel(const TargetSpec& t, const std::string& backend, const BackendS
                  const std::string& label, const std::string& arch, std::set<std::string>* scanned,
                  std::vector<CompileJob>* jobs) {
   int problems = 0;
-  std::vector<Shape> shapes = {t.benchmark};
+  std::vector<Shape> shapes = {t.benchmark_for(backend)};
   for (const auto* list : {&t.smoke, &t.sweep, &t.edge}) shapes.insert(shapes.end(), list->begin(), list->end());
   for (const Shape& sh : shapes) {
     for (DType d : b.dtypes) {
@@ -206,10 +206,10 @@ int run_targets(const TargetsArgs& a) {
       problems += check_kernel(t, backend, b, b.seed, b.seed.defines, "seed", arch, &scanned, &jobs);
       ++kernels;
       std::vector<std::map<std::string, std::string>> configs;
-      if (b.tunable) configs = template_configs(*b.tunable, t.benchmark, b.dtypes.front(), a.limit, 1);
+      if (b.tunable) configs = template_configs(*b.tunable, t.benchmark_for(backend), b.dtypes.front(), a.limit, 1);
       if (b.tunable && configs.empty()) {
         std::printf("  FAIL %s template: no configuration satisfies the constraints at %s\n",
-                    backend.c_str(), shape_string(t.benchmark).c_str());
+                    backend.c_str(), shape_string(t.benchmark_for(backend)).c_str());
         ++problems;
       }
       for (const auto& params : configs) {

@@ -32,6 +32,7 @@ Result<std::unique_ptr<CandidateEvaluator>> CandidateEvaluator::create(const Tar
   impl.backend = backend;
   impl.compiler = &compiler;
   impl.options = std::move(options);
+  if (!impl.options.benchmark_override && b->benchmark) impl.options.benchmark_override = *b->benchmark;
   impl.dtypes = b->dtypes;
   std::error_code ec;
   fs::create_directories(impl.options.cache_dir, ec);

@@ -112,6 +112,9 @@ Status read_backend(JsonFields& f, const fs::path& dir, const TargetSpec& t, Bac
     }
     b->dtypes.push_back(*d);
   }
+  if (const nlohmann::json* bench = f.raw("benchmark")) {
+    KILN_ASSIGN_OR_RETURN(b->benchmark, read_shape(*bench, f.where("benchmark"), t.dims));
+  }
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> seed, f.object("seed", true));
   KILN_RETURN_IF_ERROR(read_kernel(*seed, dir, false, &b->seed));
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> tmpl, f.object("template"));
@@ -163,6 +166,11 @@ Status validate_expressions(const TargetSpec& t, const std::string& source) {
 const BackendSpec* TargetSpec::backend(const std::string& name) const {
   auto it = backends.find(name);
   return it == backends.end() ? nullptr : &it->second;
+}
+
+const Shape& TargetSpec::benchmark_for(const std::string& name) const {
+  const BackendSpec* b = backend(name);
+  return b && b->benchmark ? *b->benchmark : benchmark;
 }
 
 std::vector<const TargetArg*> TargetSpec::inputs() const {

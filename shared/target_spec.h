@@ -55,6 +55,9 @@ struct BackendSpec {
   std::vector<DType> dtypes;         // dtypes this backend's kernels support
   KernelSpec seed;
   std::optional<KernelSpec> tunable;
+  // The shape this backend times (default: the target's benchmark shape). The cpu backend runs
+  // the whole search in CI, where a GPU-sized shape (a 4096^3 matmul) would take hours.
+  std::optional<Shape> benchmark;
 };
 
 struct TargetSpec {
@@ -75,6 +78,8 @@ struct TargetSpec {
   std::string spec_hash;             // sha256 of the spec file and every source it names
 
   const BackendSpec* backend(const std::string& name) const;
+  // The shape `backend` times: its own "benchmark" if it has one, else the target's.
+  const Shape& benchmark_for(const std::string& backend) const;
   std::vector<const TargetArg*> inputs() const;
   std::vector<const TargetArg*> outputs() const;
   std::vector<const TargetArg*> scalars() const;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,7 +24,7 @@ TEST(TargetSpec, LoadsBuiltInRmsnorm) {
   EXPECT_EQ(t->benchmark.at("M"), 8192);
   ASSERT_NE(t->backend("cuda"), nullptr);
   ASSERT_TRUE(t->backend("cuda")->tunable.has_value());
-  EXPECT_EQ(t->backend("cuda")->tunable->space.at("VEC").size(), 4u);
+  EXPECT_EQ(t->backend("cuda")->tunable->space.at("BLOCK").size(), 4u);
   EXPECT_FALSE(t->reference_source.empty());
   EXPECT_EQ(t->spec_hash.size(), 64u);
   // bytes moved at the benchmark shape in f16: 2*8192*8192*2 + 8192*2
@@ -32,10 +33,23 @@ TEST(TargetSpec, LoadsBuiltInRmsnorm) {
   EXPECT_DOUBLE_EQ(*bytes, 2.0 * 8192 * 8192 * 2 + 8192 * 2);
 }
 
+TEST(TargetSpec, BackendBenchmarkOverridesTheTargetsForThatBackendOnly) {
+  Result<TargetSpec> t = load_target(builtin("matmul"));
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->benchmark_for("cuda").at("M"), 4096);
+  EXPECT_EQ(t->benchmark_for("cpu").at("M"), 256);
+  EXPECT_EQ(t->benchmark_for("rocm").at("M"), 4096);
+}
+
 TEST(TargetSpec, LoadsEveryBuiltInTarget) {
   Result<std::vector<TargetSpec>> all = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
   ASSERT_TRUE(all.is_ok()) << all.status().to_string();
-  EXPECT_GE(all->size(), 2u);
+  std::vector<std::string> names;
+  for (const auto& t : *all) names.push_back(t.name);
+  for (const char* expected : {"cross_entropy", "layernorm", "matmul", "reduce", "rmsnorm",
+                               "rotary_embedding", "softmax"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
+  }
 }
 
 TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
@@ -57,6 +71,7 @@ TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
   EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kF16).rms, 0.01);
   EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kBF16).rms, 0.0);
   EXPECT_EQ(t->inputs().size(), 3u);  // x, w, labels: the scratch buffer is not an input
+  EXPECT_EQ(t->benchmark_for("cuda"), t->benchmark);  // no backend shape: the target's
   EXPECT_EQ(t->outputs().size(), 1u);
 }
 
@@ -144,6 +159,9 @@ INSTANTIATE_TEST_SUITE_P(
                      j["args"][1]["index_bound"] = "V";
                    },
                    "field 'args[1].index_bound'"},
+        BrokenSpec{"backend benchmark misses a dim",
+                   [](auto& j) { j["backends"]["cpu"]["benchmark"] = {{"M", 4}}; },
+                   "backends.cpu.benchmark"},
         BrokenSpec{"negative rms tolerance", [](auto& j) { j["tolerance"]["f16"]["rms"] = -1; },
                    "tolerances are >= 0"}),
     [](const auto& info) {
