@@ -270,8 +270,13 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       for (const auto& i : items) out += (out.empty() ? "" : " ") + i;
       return out;
     };
-    stage(name, true, "shapes " + join(shapes) + "; dtypes " + join(dtypes_seen) + "; inputs " + join(dists),
-          worst, static_cast<uint32_t>(cases.size()));
+    std::string covered = "shapes " + join(shapes) + "; dtypes " + join(dtypes_seen) + "; inputs " + join(dists);
+    if (auto skip = m.target.adversarial_skip.find(timing_dtype);
+        std::string(name) == "adversarial" && skip != m.target.adversarial_skip.end()) {
+      std::set<std::string> left_out(skip->second.first.begin(), skip->second.first.end());
+      covered += "; left out by the target: " + join(left_out) + " (" + skip->second.second + ")";
+    }
+    stage(name, true, covered, worst, static_cast<uint32_t>(cases.size()));
   }
 
   r.metrics["verified_at_ms"] = phase_ms();

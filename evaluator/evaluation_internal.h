@@ -178,6 +178,14 @@ class CandidateEvaluator::Impl {
     return Status::ok();
   }
 
+  // Whether the target leaves distribution `d` out of the adversarial stage for `dtype`.
+  bool adversarial_skipped(DType dtype, Distribution d) const {
+    auto it = target.adversarial_skip.find(dtype);
+    if (it == target.adversarial_skip.end()) return false;
+    const auto& names = it->second.first;
+    return std::find(names.begin(), names.end(), std::string(distribution_name(d))) != names.end();
+  }
+
   std::vector<CaseSpec> cases_for(const std::string& stage, DType timing_dtype) const {
     std::vector<CaseSpec> cases;
     if (stage == "smoke") {
@@ -194,6 +202,7 @@ class CandidateEvaluator::Impl {
       for (Distribution d : {Distribution::kLargeMagnitude, Distribution::kSmallMagnitude,
                              Distribution::kMixedScale, Distribution::kAllEqual,
                              Distribution::kZeros, Distribution::kSpecial}) {
+        if (adversarial_skipped(timing_dtype, d)) continue;
         cases.push_back({stage, s, timing_dtype, d});
       }
     } else if (stage == "determinism") {
@@ -280,11 +289,19 @@ class CandidateEvaluator::Impl {
         generate_indices(index_bound(*s.arg, shape), s.dtype, stream, s.count, d.values[i].data(),
                          arena + s.offset);
       } else {
-        generate(dist, s.dtype, stream, s.count, d.values[i].data(), arena + s.offset);
+        generate(dist, s.dtype, stream, s.count, d.values[i].data(), arena + s.offset,
+                 input_scale(*s.arg, shape));
       }
       d.input_checksums[i] = checksum(arena + s.offset, s.count * dtype_bytes(s.dtype));
     }
     return d;
+  }
+
+  // The scale of an input's values at `shape` (validated at load time; 1 when none is given).
+  double input_scale(const TargetArg& a, const Shape& shape) const {
+    if (a.scale.empty()) return 1.0;
+    Result<double> v = eval_expr(a.scale, expr_vars(shape, DType::kF32, {}));
+    return v.is_ok() && *v > 0 && std::isfinite(*v) ? *v : 1.0;
   }
 
   // The bound of an index input at `shape` (validated at load time; at least 1).

@@ -298,7 +298,8 @@ std::string_view distribution_name(Distribution d) {
   return "?";
 }
 
-void generate(Distribution d, DType t, uint64_t seed, size_t n, double* values, void* encoded) {
+void generate(Distribution d, DType t, uint64_t seed, size_t n, double* values, void* encoded,
+              double scale) {
   if (n == 0) return;
   KILN_CHECK(values != nullptr && encoded != nullptr, "generate: null buffer");
   const Plan p = make_plan(d, t, seed);
@@ -308,6 +309,9 @@ void generate(Distribution d, DType t, uint64_t seed, size_t n, double* values, 
     for (size_t b = begin; b < end; b += kBlock) {
       const size_t len = std::min(end, b + kBlock) - b;
       fill_raw(p, b, b + len, values + b);
+      if (scale != 1.0) {
+        for (size_t i = b; i < b + len; ++i) values[i] *= scale;
+      }
       encode(t, values + b, len, enc + b * sz);
       decode(t, enc + b * sz, len, values + b);  // values are exactly what the encoding holds
     }

@@ -38,8 +38,10 @@ void decode(DType t, const void* in, size_t n, double* out);
 
 // Draws n values of `d` from `seed` (deterministic for a given seed, independent of thread
 // count), rounded to `t`, into `values` (double) and `encoded` (n * dtype_bytes(t) bytes).
-// Large n is generated in parallel.
-void generate(Distribution d, DType t, uint64_t seed, size_t n, double* values, void* encoded);
+// Large n is generated in parallel. `scale` multiplies every value before rounding (a target's
+// per-input scale, e.g. 1/sqrt(fan-in) for weights).
+void generate(Distribution d, DType t, uint64_t seed, size_t n, double* values, void* encoded,
+              double scale = 1.0);
 
 // Index inputs (an argument with index_bound, e.g. class labels): n integers uniform in
 // [0, bound), whatever the distribution of the other inputs, deterministic for a given seed.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -125,6 +126,13 @@ Status read_backend(JsonFields& f, const fs::path& dir, const TargetSpec& t, Bac
   return f.finish();
 }
 
+bool known_adversarial_distribution(const std::string& name) {
+  for (const char* n : {"large_magnitude", "small_magnitude", "mixed_scale", "all_equal", "zeros", "special"}) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
 Status validate_expressions(const TargetSpec& t, const std::string& source) {
   // Every expression must evaluate at the benchmark shape with the seed's (or the template's
   // first) parameters: a typo is caught at load time, not in the middle of a night's run.
@@ -134,11 +142,15 @@ Status validate_expressions(const TargetSpec& t, const std::string& source) {
     if (!v.is_ok()) return invalid_argument(source + ": field '" + label + "': " + v.status().message());
   }
   for (size_t i = 0; i < t.args.size(); ++i) {
-    if (t.args[i].index_bound.empty()) continue;
-    Result<int64_t> v = eval_int_expr(t.args[i].index_bound, vars);
-    if (!v.is_ok()) {
-      return invalid_argument(source + ": field 'args[" + std::to_string(i) + "].index_bound': " +
-                              v.status().message());
+    const std::string where = source + ": field 'args[" + std::to_string(i) + "].";
+    if (!t.args[i].index_bound.empty()) {
+      Result<int64_t> v = eval_int_expr(t.args[i].index_bound, vars);
+      if (!v.is_ok()) return invalid_argument(where + "index_bound': " + v.status().message());
+    }
+    if (!t.args[i].scale.empty()) {
+      Result<double> v = eval_expr(t.args[i].scale, vars);
+      if (!v.is_ok()) return invalid_argument(where + "scale': " + v.status().message());
+      if (!(*v > 0) || !std::isfinite(*v)) return invalid_argument(where + "scale': must be positive");
     }
   }
   for (const auto& [name, b] : t.backends) {
@@ -245,6 +257,7 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     KILN_RETURN_IF_ERROR(a.get("value", &arg.value));
     KILN_RETURN_IF_ERROR(a.get("type", &arg.scalar_type));
     KILN_RETURN_IF_ERROR(a.get("index_bound", &arg.index_bound));
+    KILN_RETURN_IF_ERROR(a.get("scale", &arg.scale));
     KILN_RETURN_IF_ERROR(a.finish());
     if (!is_identifier(arg.name) || !names.insert(arg.name).second) {
       return a.field_error("name", "'" + arg.name + "' is not a unique identifier");
@@ -254,6 +267,9 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     else if (role == "scalar") arg.role = TargetArg::Role::kScalar;
     else if (role == "scratch") arg.role = TargetArg::Role::kScratch;
     else return a.field_error("role", "'" + role + "': expected input, output, scratch or scalar");
+    if (!arg.scale.empty() && (arg.role != TargetArg::Role::kInput || !arg.index_bound.empty())) {
+      return a.field_error("scale", "only for inputs with values (not index inputs)");
+    }
     if (!arg.index_bound.empty()) {
       const Result<DType> d = parse_dtype(arg.dtype);
       if (arg.role != TargetArg::Role::kInput || !d.is_ok() || dtype_is_float(*d)) {
@@ -302,6 +318,26 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     t.tolerance[d] = tl;
   }
   KILN_RETURN_IF_ERROR(tol->finish());
+
+  KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> skip, f.object("adversarial_skip"));
+  if (skip) {
+    for (DType d : t.dtypes) {
+      KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> one, skip->object(std::string(dtype_name(d))));
+      if (!one) continue;
+      auto& [names, reason] = t.adversarial_skip[d];
+      KILN_RETURN_IF_ERROR(one->get("distributions", &names, true));
+      KILN_RETURN_IF_ERROR(one->get("reason", &reason, true));
+      KILN_RETURN_IF_ERROR(one->finish());
+      if (reason.empty()) return one->field_error("reason", "say why these inputs are left out");
+      for (const auto& n : names) {
+        if (!known_adversarial_distribution(n)) {
+          return one->field_error("distributions", "'" + n + "' is not an adversarial distribution "
+                                  "(large_magnitude, small_magnitude, mixed_scale, all_equal, zeros, special)");
+        }
+      }
+    }
+    KILN_RETURN_IF_ERROR(skip->finish());
+  }
 
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> shapes, f.object("shapes", true));
   const nlohmann::json* bench = shapes->raw("benchmark");

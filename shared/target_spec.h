@@ -27,6 +27,9 @@ struct TargetArg {
   std::vector<std::string> shape;    // dim names (tensors)
   double value = 0;                  // scalars: the value passed
   std::string scalar_type = "f32";   // scalars: "f32" or "i64"
+  std::string scale;                 // float inputs: every distribution's values times this
+                                     // expression of the dims, e.g. "1/sqrt(D)" for weights
+                                     // (as real layers are initialised); "" = 1
   std::string index_bound;           // integer inputs: values are uniform in [0, bound) (an
                                      // expression of the dims), e.g. class labels; "" = values
 };
@@ -75,6 +78,9 @@ struct TargetSpec {
   std::string reference_file;        // host C++ reference (fp64), relative to dir
   std::string reference_source;
   std::map<std::string, BackendSpec> backends;  // "cuda", "cpu"
+  // Adversarial input distributions left out for a dtype, with the reason (e.g. an intermediate
+  // that overflows f16 in any honest kernel): dtype -> (distribution names, reason).
+  std::map<DType, std::pair<std::vector<std::string>, std::string>> adversarial_skip;
   std::string spec_hash;             // sha256 of the spec file and every source it names
 
   const BackendSpec* backend(const std::string& name) const;

@@ -2,7 +2,11 @@
 // reference, on the rmsnorm target at a small benchmark shape.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "evaluator/evaluation.h"
 #include "evaluator/toolchain.h"
@@ -226,6 +230,34 @@ extern "C" void rowsum(const T* x, float* y, int64_t M, int64_t N) {
   }
 }
 )";
+
+TEST(CandidateEvaluator, AdversarialSkipLeavesOutTheNamedInputsAndSaysWhy) {
+  testing::TempDir dir;
+  for (const char* f : {"reference.cpp", "seed_cpu.cpp", "target.json"}) {
+    std::ifstream in(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm/" + f);
+    std::stringstream text;
+    text << in.rdbuf();
+    dir.write(std::string("rms/") + f, text.str());
+  }
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("rms/target.json")));
+  j["backends"].erase("cuda");
+  j["backends"]["cpu"].erase("template");
+  j["backends"]["cpu"]["benchmark"] = {{"M", 64}, {"N", 256}};
+  j["adversarial_skip"] = {{"f32", {{"distributions", {"zeros", "special"}}, {"reason", "test"}}}};
+  dir.write("rms/target.json", j.dump());
+  proto::EvaluationResult r = evaluate_cpu_seed(dir, "rms");
+  ASSERT_EQ(r.outcome, proto::Outcome::kVerified) << stages(r);
+  bool seen = false;
+  for (const auto& s : r.stages) {
+    if (s.name != "adversarial") continue;
+    seen = true;
+    EXPECT_EQ(s.cases, 4u);
+    EXPECT_NE(s.detail.find("inputs all_equal large_magnitude mixed_scale small_magnitude;"),
+              std::string::npos) << s.detail;
+    EXPECT_NE(s.detail.find("left out by the target: special zeros (test)"), std::string::npos) << s.detail;
+  }
+  EXPECT_TRUE(seen);
+}
 
 TEST(CandidateEvaluator, TimedOutputsUseTheRowReferenceWhenThereIsOne) {
   testing::TempDir dir;

@@ -383,6 +383,18 @@ TEST(TensorDataCompare, RmsTermScalesAbsoluteToleranceWithTheOutput) {
   EXPECT_FALSE(compare(DType::kF32, far, ref, 4, scaled, 0xFF, "y").passed);
 }
 
+TEST(TensorDataGenerate, ScaleMultipliesEveryValueBeforeRounding) {
+  const size_t n = 1000;
+  std::vector<double> plain(n), scaled(n);
+  std::vector<float> ep(n), es(n);
+  generate(Distribution::kNormal, DType::kF32, 9, n, plain.data(), ep.data());
+  generate(Distribution::kNormal, DType::kF32, 9, n, scaled.data(), es.data(), 0.25);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(scaled[i], plain[i] * 0.25) << i;  // a power of two: exact after rounding to f32
+    ASSERT_EQ(es[i], static_cast<float>(scaled[i]));
+  }
+}
+
 TEST(TensorDataGenerate, IndicesAreUniformInTheirBoundAndSeeded) {
   const size_t n = 100000;
   std::vector<double> a(n), b(n);

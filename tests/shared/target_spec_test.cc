@@ -46,8 +46,8 @@ TEST(TargetSpec, LoadsEveryBuiltInTarget) {
   ASSERT_TRUE(all.is_ok()) << all.status().to_string();
   std::vector<std::string> names;
   for (const auto& t : *all) names.push_back(t.name);
-  for (const char* expected : {"cross_entropy", "layernorm", "matmul", "reduce", "rmsnorm",
-                               "rotary_embedding", "softmax"}) {
+  for (const char* expected : {"cross_entropy", "flash_attention", "fused_mlp", "layernorm", "matmul",
+                               "reduce", "rmsnorm", "rotary_embedding", "softmax"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
 }
@@ -63,11 +63,17 @@ TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
   j["args"].push_back({{"name", "labels"}, {"role", "input"}, {"dtype", "i32"}, {"shape", {"M"}},
                        {"index_bound", "N - 1"}});
   j["tolerance"]["f16"]["rms"] = 0.01;
+  j["args"][1]["scale"] = "1/sqrt(N)";
+  j["adversarial_skip"] = {{"f16", {{"distributions", {"large_magnitude"}}, {"reason", "overflows"}}}};
   dir.write("target.json", j.dump(2));
   Result<TargetSpec> t = load_target(dir.path());
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   EXPECT_EQ(t->args[4].role, TargetArg::Role::kScratch);
   EXPECT_EQ(t->args[5].index_bound, "N - 1");
+  EXPECT_EQ(t->args[1].scale, "1/sqrt(N)");
+  ASSERT_EQ(t->adversarial_skip.count(DType::kF16), 1u);
+  EXPECT_EQ(t->adversarial_skip.at(DType::kF16).first, std::vector<std::string>{"large_magnitude"});
+  EXPECT_EQ(t->adversarial_skip.at(DType::kF16).second, "overflows");
   EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kF16).rms, 0.01);
   EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kBF16).rms, 0.0);
   EXPECT_EQ(t->inputs().size(), 3u);  // x, w, labels: the scratch buffer is not an input
@@ -162,6 +168,20 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenSpec{"backend benchmark misses a dim",
                    [](auto& j) { j["backends"]["cpu"]["benchmark"] = {{"M", 4}}; },
                    "backends.cpu.benchmark"},
+        BrokenSpec{"scale on an output", [](auto& j) { j["args"][2]["scale"] = "2"; },
+                   "field 'args[2].scale': only for inputs"},
+        BrokenSpec{"scale that is not positive", [](auto& j) { j["args"][1]["scale"] = "0 * N"; },
+                   "field 'args[1].scale': must be positive"},
+        BrokenSpec{"unknown adversarial distribution",
+                   [](auto& j) {
+                     j["adversarial_skip"] = {{"f16", {{"distributions", {"huge"}}, {"reason", "x"}}}};
+                   },
+                   "'huge' is not an adversarial distribution"},
+        BrokenSpec{"adversarial skip without a reason",
+                   [](auto& j) {
+                     j["adversarial_skip"] = {{"f16", {{"distributions", {"zeros"}}, {"reason", ""}}}};
+                   },
+                   "field 'adversarial_skip.f16.reason'"},
         BrokenSpec{"negative rms tolerance", [](auto& j) { j["tolerance"]["f16"]["rms"] = -1; },
                    "tolerances are >= 0"}),
     [](const auto& info) {

@@ -1,0 +1,46 @@
+// Trusted reference for attention, in fp64 on the host: for each (b, h) and query row i,
+//   s_j = scale * <q_i, k_j> over the visible keys j (j <= i when causal, else all L keys),
+//   m = max_j s_j (fmax: NaN scores are skipped), p_j = exp(s_j - m), o_i = sum_j p_j v_j / sum_j p_j.
+// Masked keys are simply not visited, so they contribute exactly nothing. Special values follow
+// this formula: a NaN or +Inf score makes the row NaN, a row whose visible scores are all -Inf
+// (or NaN) is NaN (exp(-Inf - -Inf)), and 0 * Inf = NaN where p_j is 0 and v_j is infinite.
+// Layout: q, k, v, o are [B, H, L, D] row-major. dims = {B, H, L, D, MASK}: MASK 2 = causal, any
+// other value (1) = no mask (kiln's dims are positive, so the mode is 1/2, not 0/1); scalars = {scale}.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+extern "C" void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
+                               const double* scalars) {
+  const int64_t B = dims[0], H = dims[1], L = dims[2], D = dims[3], causal = dims[4];
+  const bool is_causal = causal == 2;
+  const double scale = scalars[0];
+  std::vector<double> p(L);
+  for (int64_t bh = 0; bh < B * H; ++bh) {
+    const double* q = in[0] + bh * L * D;
+    const double* k = in[1] + bh * L * D;
+    const double* v = in[2] + bh * L * D;
+    double* o = out[0] + bh * L * D;
+    for (int64_t i = 0; i < L; ++i) {
+      const int64_t n = is_causal ? i + 1 : L;  // visible keys: 0 .. n-1
+      double m = -INFINITY;
+      for (int64_t j = 0; j < n; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += q[i * D + d] * k[j * D + d];
+        p[j] = scale * dot;
+        m = std::fmax(m, p[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        p[j] = std::exp(p[j] - m);
+        sum += p[j];
+      }
+      double* oi = o + i * D;
+      for (int64_t d = 0; d < D; ++d) oi[d] = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t d = 0; d < D; ++d) oi[d] += p[j] * v[j * D + d];
+      }
+      for (int64_t d = 0; d < D; ++d) oi[d] /= sum;
+    }
+  }
+}
