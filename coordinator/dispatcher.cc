@@ -1,0 +1,239 @@
+// Dispatcher: see dispatcher.h. One thread; every state change that must survive a crash (a task
+// handed out, a result) goes to Redis before the message that depends on it leaves.
+#include "coordinator/dispatcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace kiln::coord {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t epoch_ms(Clock::time_point t) {
+  // Leases in Redis carry wall-clock deadlines, so another coordinator process can read them.
+  const auto wall = std::chrono::system_clock::now() + (t - Clock::now());
+  return std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count();
+}
+
+bool serves(const proto::Hello& worker, const proto::EvaluateTask& task) {
+  return std::find(worker.backends.begin(), worker.backends.end(), task.backend) != worker.backends.end();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Dispatcher>> Dispatcher::create(zmq::context_t& context, redis::Store& store,
+                                                       DispatcherOptions options) {
+  net::SocketOptions so;
+  KILN_ASSIGN_OR_RETURN(net::RouterSocket router, net::RouterSocket::bind(context, options.bind, so));
+  return std::unique_ptr<Dispatcher>(new Dispatcher(store, std::move(options), std::move(router)));
+}
+
+Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options, net::RouterSocket router)
+    : store_(&store),
+      options_(std::move(options)),
+      router_(std::move(router)),
+      peers_(options_.heartbeat),
+      ids_(options_.node) {}
+
+bool Dispatcher::submit(proto::EvaluateTask task) {
+  if (in_flight_.count(task.task_id)) return false;
+  for (const auto& q : queue_) {
+    if (q.task_id == task.task_id) return false;
+  }
+  queue_.push_back(std::move(task));
+  return true;
+}
+
+Result<size_t> Dispatcher::recover() {
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> leased,
+                        store_->expired_leases(std::numeric_limits<int64_t>::max()));
+  size_t n = 0;
+  for (const auto& id : leased) {
+    KILN_ASSIGN_OR_RETURN(std::optional<std::string> payload, store_->lease_payload(id));
+    Result<proto::Envelope> env = payload ? proto::decode(*payload) : Result<proto::Envelope>(not_found(id));
+    auto* task = env.is_ok() ? std::get_if<proto::EvaluateTask>(&env->body) : nullptr;
+    if (!task) {
+      spdlog::warn("lease {} holds no readable task; dropping it", id);
+      KILN_RETURN_IF_ERROR(store_->release_lease(id));
+      continue;
+    }
+    if (submit(std::move(*task))) ++n;
+  }
+  return n;
+}
+
+void Dispatcher::send(const std::string& peer, proto::Message body) {
+  Status s = router_.send(peer, proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)}));
+  if (!s.is_ok()) spdlog::debug("send to {}: {}", peer, s.to_string());
+  peers_.mark_sent(peer, Clock::now());
+}
+
+void Dispatcher::requeue(const std::string& task_id, const std::string& why, bool worker_died) {
+  auto it = in_flight_.find(task_id);
+  if (it == in_flight_.end()) return;
+  Flight f = std::move(it->second);
+  in_flight_.erase(it);
+  if (auto w = workers_.find(f.peer); w != workers_.end()) w->second.tasks.erase(task_id);
+  const uint32_t kills = worker_died ? ++kills_[task_id] : kills_[task_id];
+  if (kills >= options_.max_kills) {
+    std::string reason = "quarantined as poison: " + std::to_string(kills) +
+                         " workers were lost while evaluating it (last: " + why + ")";
+    spdlog::error("task {} (candidate {}): {}", task_id, f.task.candidate_id, reason);
+    Status released = store_->release_lease(task_id);
+    if (!released.is_ok()) spdlog::warn("releasing lease {}: {}", task_id, released.to_string());
+    quarantined_.push_back({std::move(f.task), std::move(reason)});
+    return;
+  }
+  spdlog::warn("task {} back in the queue: {}", task_id, why);
+  ++stats_.requeued;
+  queue_.push_front(std::move(f.task));  // first in line: it has waited longest
+}
+
+Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationResult result) {
+  auto it = in_flight_.find(result.task_id);
+  if (it == in_flight_.end() || it->second.task.candidate_id != result.candidate_id) {
+    ++stats_.duplicates;  // late (already answered or requeued and answered) or unknown
+    spdlog::info("dropping a result for task {} from {}: not in flight", result.task_id, peer);
+    return false;
+  }
+  const std::string arch = result.arch.empty() ? "unknown" : result.arch;
+  Status put = store_->put_result_once(result.candidate_id, arch,
+                                       proto::encode({proto::kProtocolVersion, result.task_id, result}));
+  if (!put.is_ok() && put.code() != StatusCode::kAlreadyExists) return put;
+  KILN_RETURN_IF_ERROR(store_->release_lease(result.task_id));
+  if (auto w = workers_.find(it->second.peer); w != workers_.end()) w->second.tasks.erase(result.task_id);
+  in_flight_.erase(it);
+  kills_.erase(result.task_id);
+  ++stats_.results;
+  merged_.push_back(std::move(result));
+  return true;
+}
+
+Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
+  const auto now = Clock::now();
+  peers_.touch(peer, now);
+  Result<proto::Envelope> env = proto::decode(payload);
+  if (!env.is_ok()) {
+    ++stats_.malformed;
+    spdlog::warn("malformed message from {}: {}", peer, env.status().message());
+    send(peer, proto::make_error_reply("", proto::error_code_for(env.status()), env.status().message()).body);
+    return Status::ok();
+  }
+  auto worker = workers_.find(peer);
+  if (auto* hello = std::get_if<proto::Hello>(&env->body)) {
+    // A worker that reconnects announces itself again: what it held before is in flight under
+    // its old connection's leases, which expire and requeue if it never answers.
+    Worker& w = workers_[peer];
+    w.hello = *hello;
+    w.credits = 0;
+    spdlog::info("worker {} ({} on {}, backends {}) joined", hello->worker_id, hello->role, hello->node,
+                 hello->backends.empty() ? "none" : hello->backends.front());
+    return Status::ok();
+  }
+  if (auto* result = std::get_if<proto::EvaluationResult>(&env->body)) {
+    // Taken from any peer: a worker declared dead, or one that has not said hello again since a
+    // coordinator restart, may still deliver the answer to a task in flight.
+    KILN_ASSIGN_OR_RETURN(bool merged, on_result(peer, std::move(*result)));
+    (void)merged;
+    return Status::ok();
+  }
+  if (worker == workers_.end()) {
+    send(peer, proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
+                                       "say hello first").body);
+    return Status::ok();
+  }
+  if (auto* credit = std::get_if<proto::Credit>(&env->body)) {
+    worker->second.credits += credit->count;
+  } else if (auto* bye = std::get_if<proto::Bye>(&env->body)) {
+    spdlog::info("worker {} left: {}", worker->second.hello.worker_id, bye->reason);
+    std::vector<std::string> held(worker->second.tasks.begin(), worker->second.tasks.end());
+    for (const auto& t : held) requeue(t, "its worker left", false);
+    workers_.erase(worker);
+    peers_.remove(peer);
+  } else if (std::holds_alternative<proto::Heartbeat>(env->body) ||
+             std::holds_alternative<proto::Error>(env->body)) {
+    if (auto* e = std::get_if<proto::Error>(&env->body)) {
+      spdlog::warn("worker {} reported: {} {}", worker->second.hello.worker_id, e->code, e->message);
+    }
+  } else {
+    send(peer, proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
+                                       "the coordinator does not accept '" +
+                                           std::string(proto::type_name(env->body)) + "' messages").body);
+  }
+  return Status::ok();
+}
+
+Status Dispatcher::dispatch() {
+  for (auto& [peer, w] : workers_) {
+    while (w.credits > 0) {
+      auto it = std::find_if(queue_.begin(), queue_.end(),
+                             [&](const proto::EvaluateTask& t) { return serves(w.hello, t); });
+      if (it == queue_.end()) break;
+      proto::EvaluateTask task = std::move(*it);
+      queue_.erase(it);
+      const auto deadline = Clock::now() + options_.lease;
+      // The lease is in Redis before the task leaves: a coordinator that dies right after the
+      // send finds it on restart.
+      Status leased = store_->lease_task(task.task_id,
+                                         proto::encode({proto::kProtocolVersion, task.task_id, task}),
+                                         epoch_ms(deadline));
+      if (!leased.is_ok()) {
+        queue_.push_front(std::move(task));
+        return leased;
+      }
+      w.tasks.insert(task.task_id);
+      --w.credits;
+      ++stats_.dispatched;
+      const std::string id = task.task_id;
+      send(peer, task);
+      in_flight_[id] = {std::move(task), peer, deadline};
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
+  merged_.clear();
+  int wait = timeout_ms;
+  while (true) {
+    Result<std::optional<net::RoutedMessage>> got = router_.receive(wait);
+    if (!got.is_ok()) {
+      if (got.status().code() == StatusCode::kInvalidArgument) {  // a bad frame shape: go on
+        ++stats_.malformed;
+        continue;
+      }
+      return got.status();
+    }
+    if (!got->has_value()) break;
+    KILN_RETURN_IF_ERROR(handle((*got)->peer, (*got)->payload));
+    wait = 0;  // drain what is already waiting, then do the periodic work
+  }
+  const auto now = Clock::now();
+  for (const std::string& peer : peers_.expire(now)) {
+    auto w = workers_.find(peer);
+    if (w == workers_.end()) continue;
+    ++stats_.workers_lost;
+    spdlog::warn("worker {} is silent; its {} task(s) go back to the queue", w->second.hello.worker_id,
+                 w->second.tasks.size());
+    std::vector<std::string> held(w->second.tasks.begin(), w->second.tasks.end());
+    for (const auto& t : held) requeue(t, "worker " + w->second.hello.worker_id + " went silent", true);
+    workers_.erase(w);
+  }
+  std::vector<std::string> stale;
+  for (const auto& [id, f] : in_flight_) {
+    if (f.deadline <= now) stale.push_back(id);
+  }
+  for (const auto& id : stale) requeue(id, "its lease expired", false);
+  for (const std::string& peer : peers_.peers_due_heartbeat(now)) send(peer, proto::Heartbeat{});
+  KILN_RETURN_IF_ERROR(dispatch());
+  return std::move(merged_);
+}
+
+void Dispatcher::shutdown(const std::string& reason) {
+  for (const auto& [peer, w] : workers_) send(peer, proto::Bye{reason});
+}
+
+}  // namespace kiln::coord

@@ -1,0 +1,123 @@
+// The coordinator's dispatch layer: workers, credits, leases and results, with no search policy.
+// It binds the ROUTER, accepts evaluators (hello, heartbeats, credits), hands each queued
+// `evaluate` task to a worker whose backends match -- after writing the task's lease to Redis --
+// and turns the answers into results for the search. What it guarantees, whatever fails:
+// - no task is lost: a task whose worker goes silent, or whose lease expires, goes back to the
+//   queue; after a coordinator restart recover() re-queues every lease found in Redis;
+// - none is counted twice: a result is merged only while its task is in flight; a late or
+//   duplicate answer is dropped (and counted), and results are written once in Redis;
+// - a task that was in flight on `max_kills` workers that died is quarantined as poison with the
+//   reason, instead of killing the farm one worker at a time;
+// - a malformed message gets an error reply naming the problem, and the loop goes on.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "shared/heartbeat.h"
+#include "shared/protocol.h"
+#include "shared/redis_store.h"
+#include "shared/status.h"
+#include "shared/transport.h"
+
+namespace kiln::coord {
+
+struct DispatcherOptions {
+  std::string bind = "tcp://127.0.0.1:*";
+  net::HeartbeatPolicy heartbeat;
+  // How long a worker may hold a task before it is handed to another (a hung evaluator that
+  // still heartbeats); long enough for the slowest honest evaluation.
+  std::chrono::milliseconds lease{std::chrono::minutes(10)};
+  uint32_t max_kills = 3;  // workers a task may take down before it is quarantined
+  std::string node = "coordinator";
+};
+
+// A task given up on, with why.
+struct Quarantined {
+  proto::EvaluateTask task;
+  std::string reason;
+};
+
+// Counters for progress lines and tests.
+struct DispatchStats {
+  uint64_t dispatched = 0;       // tasks sent (re-sends included)
+  uint64_t results = 0;          // results merged
+  uint64_t duplicates = 0;       // late or repeated results dropped
+  uint64_t requeued = 0;         // tasks put back after a worker died or a lease expired
+  uint64_t malformed = 0;        // messages that did not decode
+  uint64_t workers_lost = 0;
+};
+
+class Dispatcher {
+ public:
+  // Binds the ROUTER. `store` must outlive the dispatcher.
+  static Result<std::unique_ptr<Dispatcher>> create(zmq::context_t& context, redis::Store& store,
+                                                    DispatcherOptions options);
+
+  const std::string& endpoint() const { return router_.last_endpoint(); }
+
+  // Queues a task (its task_id must be unique among queued and in-flight tasks: a second submit
+  // of the same id is ignored and returns false).
+  bool submit(proto::EvaluateTask task);
+
+  // After a restart: every lease in Redis becomes a queued task again (its worker, if alive, will
+  // reconnect and answer; whichever answer comes first is merged). Returns how many.
+  Result<size_t> recover();
+
+  // One turn of the event loop: waits up to timeout_ms for a message and handles every message
+  // already waiting, then dispatches, heartbeats, expires silent workers and stale leases.
+  // Returns the results merged in this turn. Fails only when the socket or Redis is unusable.
+  Result<std::vector<proto::EvaluationResult>> poll(int timeout_ms);
+
+  // Says bye to every worker (they stop or reconnect elsewhere).
+  void shutdown(const std::string& reason);
+
+  size_t queued() const { return queue_.size(); }
+  size_t in_flight() const { return in_flight_.size(); }
+  size_t workers() const { return workers_.size(); }
+  const std::vector<Quarantined>& quarantined() const { return quarantined_; }
+  const DispatchStats& stats() const { return stats_; }
+
+ private:
+  struct Worker {
+    proto::Hello hello;
+    uint32_t credits = 0;
+    std::set<std::string> tasks;  // task ids in flight on this worker
+  };
+  struct Flight {
+    proto::EvaluateTask task;
+    std::string peer;
+    std::chrono::steady_clock::time_point deadline;
+  };
+
+  Dispatcher(redis::Store& store, DispatcherOptions options, net::RouterSocket router);
+
+  Status handle(const std::string& peer, std::string_view payload);
+  Result<bool> on_result(const std::string& peer, proto::EvaluationResult result);
+  Status dispatch();
+  void send(const std::string& peer, proto::Message body);
+  void requeue(const std::string& task_id, const std::string& why, bool worker_died);
+
+  redis::Store* store_;
+  DispatcherOptions options_;
+  net::RouterSocket router_;
+  net::PeerTable peers_;
+  proto::IdGenerator ids_;
+  std::map<std::string, Worker> workers_;      // by routing id
+  std::deque<proto::EvaluateTask> queue_;
+  std::map<std::string, Flight> in_flight_;    // by task id
+  std::map<std::string, uint32_t> kills_;      // task id -> workers lost while holding it
+  std::vector<proto::EvaluationResult> merged_;  // this turn's results
+  std::vector<Quarantined> quarantined_;
+  DispatchStats stats_;
+};
+
+}  // namespace kiln::coord

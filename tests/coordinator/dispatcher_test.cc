@@ -1,0 +1,224 @@
+// Dispatcher against a real redis-server (temporary unix socket) and real ZeroMQ sockets: workers
+// are DEALER sockets driven by the test, so each fault (silence, a duplicate or malformed answer,
+// a coordinator restart) happens exactly when the test says.
+#include "coordinator/dispatcher.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+
+#include "shared/redis_client.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::coord {
+namespace {
+
+proto::EvaluateTask task(const std::string& id, const std::string& backend = "cpu") {
+  proto::EvaluateTask t;
+  t.task_id = "task-" + id;
+  t.candidate_id = id;
+  t.target = "rmsnorm";
+  t.backend = backend;
+  t.source = "// kernel " + id;
+  return t;
+}
+
+// A worker the test drives by hand.
+class FakeWorker {
+ public:
+  FakeWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name,
+             std::vector<std::string> backends = {"cpu"})
+      : name_(name), ids_(name) {
+    auto d = net::DealerSocket::connect(ctx, endpoint, net::SocketOptions{});
+    EXPECT_TRUE(d.is_ok()) << d.status().to_string();
+    dealer_.emplace(std::move(d).value());
+    proto::Hello hello;
+    hello.role = "evaluator";
+    hello.node = "test";
+    hello.worker_id = name;
+    hello.backends = std::move(backends);
+    hello.capacity = 1;
+    send(hello);
+  }
+  void send(proto::Message body) {
+    ASSERT_TRUE(dealer_->send(proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)})).is_ok());
+  }
+  void send_raw(const std::string& bytes) { ASSERT_TRUE(dealer_->send(bytes).is_ok()); }
+  // The next message that is not a heartbeat, if one is waiting.
+  std::optional<proto::Envelope> next() {
+    while (true) {
+      auto got = dealer_->receive(0);
+      if (!got.is_ok() || !got->has_value()) return std::nullopt;
+      auto env = proto::decode(**got);
+      if (env.is_ok() && std::holds_alternative<proto::Heartbeat>(env->body)) continue;
+      if (env.is_ok()) return std::move(env).value();
+    }
+  }
+  proto::EvaluationResult answer(const proto::EvaluateTask& t) {
+    proto::EvaluationResult r;
+    r.task_id = t.task_id;
+    r.candidate_id = t.candidate_id;
+    r.arch = "cpu/test";
+    r.outcome = proto::Outcome::kVerified;
+    r.timing.median_us = 10;
+    return r;
+  }
+
+ private:
+  std::string name_;
+  proto::IdGenerator ids_;
+  std::optional<net::DealerSocket> dealer_;
+};
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.started()) << server_.error();
+    redis::RedisOptions o;
+    o.url = "unix://" + server_.socket_path();
+    auto c = redis::RedisClient::connect(o);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    client_.emplace(std::move(c).value());
+    store_.emplace(*client_);
+    ASSERT_TRUE(store_->init_schema().is_ok());
+    start();
+  }
+  void start() {
+    DispatcherOptions o;
+    o.heartbeat.interval_ms = 50;
+    o.heartbeat.liveness = 3;
+    auto d = Dispatcher::create(ctx_, *store_, o);
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    dispatcher_ = std::move(d).value();
+  }
+  // Polls until `done` holds (or 5 s pass); collects merged results.
+  bool run_until(const std::function<bool()>& done) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < give_up) {
+      for (FakeWorker* w : alive_) w->send(proto::Heartbeat{});
+      auto r = dispatcher_->poll(10);
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      if (r.is_ok()) results_.insert(results_.end(), r->begin(), r->end());
+      if (done()) return true;
+    }
+    return false;
+  }
+  // Polls until `w` receives a task, which it returns.
+  std::optional<proto::EvaluateTask> receive_task(FakeWorker& w) {
+    std::optional<proto::EvaluateTask> got;
+    run_until([&] {
+      auto env = w.next();
+      if (env) {
+        if (auto* t = std::get_if<proto::EvaluateTask>(&env->body)) got = *t;
+      }
+      return got.has_value();
+    });
+    return got;
+  }
+
+  testing::RedisServer server_;
+  std::optional<redis::RedisClient> client_;
+  std::optional<redis::Store> store_;
+  zmq::context_t ctx_;
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::vector<proto::EvaluationResult> results_;
+  std::vector<FakeWorker*> alive_;  // workers that heartbeat on every turn
+};
+
+TEST_F(DispatcherTest, SendsOnlyMatchingTasksAndMergesEachResultOnce) {
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1", {"cpu"});
+  w.send(proto::Credit{2});
+  dispatcher_->submit(task("gpu-only", "cuda"));
+  dispatcher_->submit(task("a"));
+  EXPECT_FALSE(dispatcher_->submit(task("a")));  // the same task twice is one task
+  auto t = receive_task(w);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->candidate_id, "a");
+  EXPECT_EQ(dispatcher_->queued(), 1u);  // the cuda task waits for a cuda worker
+  EXPECT_TRUE(store_->lease_payload(t->task_id)->has_value());
+
+  w.send(w.answer(*t));
+  w.send(w.answer(*t));  // a duplicate
+  ASSERT_TRUE(run_until([&] { return dispatcher_->stats().duplicates == 1; }));
+  ASSERT_EQ(results_.size(), 1u);
+  EXPECT_EQ(results_[0].candidate_id, "a");
+  EXPECT_TRUE(store_->get_result("a", "cpu/test")->has_value());
+  EXPECT_FALSE(store_->lease_payload(t->task_id)->has_value());
+  EXPECT_EQ(dispatcher_->in_flight(), 0u);
+}
+
+TEST_F(DispatcherTest, MalformedMessagesGetAnErrorAndTheLoopGoesOn) {
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1");
+  w.send_raw("this is not msgpack");
+  std::optional<proto::Envelope> reply;
+  ASSERT_TRUE(run_until([&] { return (reply = w.next()).has_value(); }));
+  ASSERT_TRUE(std::holds_alternative<proto::Error>(reply->body));
+  EXPECT_EQ(dispatcher_->stats().malformed, 1u);
+  w.send(proto::Credit{1});
+  dispatcher_->submit(task("b"));
+  EXPECT_TRUE(receive_task(w).has_value());  // still dispatching
+}
+
+TEST_F(DispatcherTest, ASilentWorkersTaskGoesToAnotherAndALateAnswerIsDropped) {
+  FakeWorker a(ctx_, dispatcher_->endpoint(), "a");
+  a.send(proto::Credit{1});
+  dispatcher_->submit(task("c"));
+  auto first = receive_task(a);
+  ASSERT_TRUE(first.has_value());
+  FakeWorker b(ctx_, dispatcher_->endpoint(), "b");
+  b.send(proto::Credit{1});
+  alive_.push_back(&b);
+  // a says nothing more: after 3 silent intervals it is declared dead and b gets the task.
+  auto second = receive_task(b);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->task_id, first->task_id);
+  EXPECT_EQ(dispatcher_->stats().workers_lost, 1u);
+  b.send(b.answer(*second));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+  a.send(a.answer(*first));  // a was only slow: its answer arrives late and changes nothing
+  run_until([&] { return dispatcher_->stats().duplicates == 1; });
+  EXPECT_EQ(results_.size(), 1u);
+  EXPECT_EQ(dispatcher_->stats().duplicates, 1u);
+}
+
+TEST_F(DispatcherTest, ATaskThatOutlivesThreeWorkersIsQuarantined) {
+  dispatcher_->submit(task("poison"));
+  for (int i = 0; i < 3; ++i) {
+    FakeWorker w(ctx_, dispatcher_->endpoint(), "victim" + std::to_string(i));
+    w.send(proto::Credit{1});
+    ASSERT_TRUE(receive_task(w).has_value()) << i;
+    // w dies with the task (goes silent, then its socket closes)
+    ASSERT_TRUE(run_until([&] { return dispatcher_->stats().workers_lost == static_cast<uint64_t>(i + 1); }));
+  }
+  ASSERT_EQ(dispatcher_->quarantined().size(), 1u);
+  EXPECT_EQ(dispatcher_->quarantined()[0].task.candidate_id, "poison");
+  EXPECT_NE(dispatcher_->quarantined()[0].reason.find("3 workers"), std::string::npos);
+  EXPECT_EQ(dispatcher_->queued(), 0u);
+  EXPECT_FALSE(store_->lease_payload("task-poison")->has_value());
+}
+
+TEST_F(DispatcherTest, AfterARestartLeasedTasksAreQueuedAgainFromRedis) {
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1");
+  w.send(proto::Credit{1});
+  dispatcher_->submit(task("d"));
+  dispatcher_->submit(task("e"));
+  ASSERT_TRUE(receive_task(w).has_value());  // d is in flight, e still queued (in memory only)
+  dispatcher_.reset();                       // the coordinator dies
+  start();                                   // and comes back on the same Redis
+  auto recovered = dispatcher_->recover();
+  ASSERT_TRUE(recovered.is_ok()) << recovered.status().to_string();
+  EXPECT_EQ(*recovered, 1u);  // the leased task; queued ones are the search's to resubmit
+  EXPECT_EQ(dispatcher_->queued(), 1u);
+  FakeWorker again(ctx_, dispatcher_->endpoint(), "w2");
+  again.send(proto::Credit{1});
+  auto t = receive_task(again);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->candidate_id, "d");
+  again.send(again.answer(*t));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+}
+
+}  // namespace
+}  // namespace kiln::coord
