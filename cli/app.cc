@@ -12,6 +12,7 @@
 
 #include "cli/daemon_cmd.h"
 #include "cli/eval_cmd.h"
+#include "cli/run_cmd.h"
 #include "cli/targets_cmd.h"
 #include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
@@ -68,6 +69,7 @@ int run_app(int argc, char** argv) {
 
   add_eval_command(app, action);
   add_targets_command(app, action);
+  add_run_command(app, action);
   add_selftest_command(app, action);
   add_evaluator_command(app, action);
 
@@ -77,8 +79,6 @@ int run_app(int argc, char** argv) {
     const char* step;
   };
   static constexpr Planned kPlanned[] = {
-      {"run", "Run a local cluster (Redis, coordinator, evaluators, proposer) on the built-in "
-              "targets", "step 4"},
       {"coordinator", "Run the coordinator (search engine; binds a ZeroMQ ROUTER)", "step 4"},
       {"agent", "Run a proposal agent (built-in proposer or an LLM over HTTP)", "step 4"},
       {"status", "Show a running cluster's targets, populations and workers", "step 4"},

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <limits>
 
-namespace kiln::coord {
+namespace kiln::coordinator {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -236,4 +236,4 @@ void Dispatcher::shutdown(const std::string& reason) {
   for (const auto& [peer, w] : workers_) send(peer, proto::Bye{reason});
 }
 
-}  // namespace kiln::coord
+}  // namespace kiln::coordinator

@@ -28,7 +28,7 @@
 #include "shared/status.h"
 #include "shared/transport.h"
 
-namespace kiln::coord {
+namespace kiln::coordinator {
 
 struct DispatcherOptions {
   std::string bind = "tcp://127.0.0.1:*";
@@ -120,4 +120,4 @@ class Dispatcher {
   DispatchStats stats_;
 };
 
-}  // namespace kiln::coord
+}  // namespace kiln::coordinator

@@ -321,12 +321,14 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     }
     r.metrics["inputs_ready_at_ms"] = phase_ms();
     // The references (one thread per set: reference code is single-threaded) run while the child
-    // times the candidate.
+    // times the candidate -- on a GPU. On the cpu backend they would take the cores the candidate
+    // is timed on (the noise then swamps every comparison), so they run after the timing.
     std::vector<std::future<void>> refs;
+    const auto policy = m.backend == "cpu" ? std::launch::deferred : std::launch::async;
     for (auto& set : sets) {
       // An expensive reference is computed (and the timed outputs checked) on secret rows only.
       set.rows = m.sampled_rows(bench, kSampledRows, set.patched_row);
-      refs.push_back(std::async(std::launch::async, [&m, &set, &bench] { m.compute_reference(set, bench); }));
+      refs.push_back(std::async(policy, [&m, &set, &bench] { m.compute_reference(set, bench); }));
     }
     nlohmann::json req = geometry_json(*g);
     req.update({{"op", "time"}, {"handle", handles[timing_dtype]}, {"args", args_json(m.target, bench)},

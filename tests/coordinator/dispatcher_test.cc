@@ -12,7 +12,7 @@
 #include "shared/redis_client.h"
 #include "tests/support/test_env.h"
 
-namespace kiln::coord {
+namespace kiln::coordinator {
 namespace {
 
 proto::EvaluateTask task(const std::string& id, const std::string& backend = "cpu") {
@@ -221,4 +221,4 @@ TEST_F(DispatcherTest, AfterARestartLeasedTasksAreQueuedAgainFromRedis) {
 }
 
 }  // namespace
-}  // namespace kiln::coord
+}  // namespace kiln::coordinator
