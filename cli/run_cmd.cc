@@ -6,6 +6,7 @@
 //   <out>/summary.json              every target's standing
 //   <out>/best/<target>.json        the best kernel: source, parameters, launch geometry, times
 //   <out>/results.jsonl             every evaluation result, one JSON object per line
+//   <out>/evaluators.pid            the evaluator processes' pids, one per line
 #include "cli/run_cmd.h"
 
 #include <fcntl.h>
@@ -272,6 +273,10 @@ int run_search(const RunArgs& a) {
     auto child = Child::spawn(argv, out + "/evaluator-" + std::to_string(i) + ".log");
     if (!child.is_ok()) return fail(child.status().message());
     evaluators.push_back(std::move(child).value());
+  }
+  {  // for operators and fault tests: which processes are this run's evaluators
+    std::ofstream pids(out + "/evaluators.pid");
+    for (const auto& e : evaluators) pids << e->pid() << "\n";
   }
   std::fprintf(stderr, "kiln run: %zu target(s) on the %s backend, %zu evaluator(s), budget %s, redis %s, output %s\n",
                runnable.size(), backend.c_str(), count, a.budget.c_str(), url.c_str(), out.c_str());

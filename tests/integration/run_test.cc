@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -65,6 +66,47 @@ TEST(KilnRun, FindsAFasterReduceThanItsSeedWithTwoEvaluatorsAndWritesTheOutput) 
   for (const char* f : {"/evaluator-0.log", "/evaluator-1.log", "/redis"}) {
     EXPECT_TRUE(std::ifstream(out + f).good() || std::filesystem::is_directory(out + f)) << f;
   }
+}
+
+// Fault: one of the two evaluator processes is killed with SIGKILL while it holds tasks. Its
+// tasks go back to the queue when its heartbeats stop, the other evaluator finishes them, and the
+// run completes with every dispatched task answered (the search waits for all of them) and no
+// candidate counted twice.
+TEST(KilnRun, SurvivesAnEvaluatorKilledInTheMiddleOfATask) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  const std::string script =
+      "set -u; " + testing::kiln_binary() + " run --targets reduce,rmsnorm --backend cpu --evaluators 2" +
+      " --budget 240s --patience 8 --out " + out + " --cache-dir " + dir.path() + "/cache" +
+      " --targets-dir " KILN_SOURCE_DIR "/targets > " + dir.path() + "/run.log 2>&1 & run=$!; " +
+      "for i in $(seq 1 300); do [ -s " + out + "/evaluators.pid ] && break; sleep 0.1; done; " +
+      "sleep 4; victim=$(head -1 " + out + "/evaluators.pid); kill -9 $victim; echo killed $victim; " +
+      "wait $run; echo rc=$?; cat " + dir.path() + "/run.log";
+  std::string output;
+  testing::run_command("bash -c '" + script + "'", &output);
+  ASSERT_NE(output.find("killed "), std::string::npos) << output;
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  // The dispatcher saw the worker go silent while it held work, and put that work back.
+  EXPECT_NE(output.find("is silent; its"), std::string::npos) << output;
+  EXPECT_NE(output.find("back in the queue"), std::string::npos) << output;
+
+  nlohmann::json summary = read_json(out + "/summary.json");
+  ASSERT_TRUE(summary.is_array()) << output;
+  for (const auto& t : summary) {
+    EXPECT_NE(t["state"].get<std::string>().find("converged"), std::string::npos) << t.dump();
+  }
+  // Each candidate is answered once, except a crowned best's re-time (a second task).
+  std::map<std::string, int> per_task, per_candidate;
+  std::ifstream lines(out + "/results.jsonl");
+  std::string line;
+  while (std::getline(lines, line)) {
+    nlohmann::json r = nlohmann::json::parse(line);
+    ++per_task[r["task_id"].get<std::string>()];
+    ++per_candidate[r["candidate_id"].get<std::string>()];
+  }
+  EXPECT_FALSE(per_task.empty());
+  for (const auto& [task, n] : per_task) EXPECT_EQ(n, 1) << task;
+  for (const auto& [cand, n] : per_candidate) EXPECT_LE(n, 2) << cand;
 }
 
 }  // namespace
