@@ -13,6 +13,7 @@
 #include "cli/daemon_cmd.h"
 #include "cli/eval_cmd.h"
 #include "cli/run_cmd.h"
+#include "cli/status_cmd.h"
 #include "cli/targets_cmd.h"
 #include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
@@ -70,6 +71,7 @@ int run_app(int argc, char** argv) {
   add_eval_command(app, action);
   add_targets_command(app, action);
   add_run_command(app, action);
+  add_status_command(app, action);
   add_selftest_command(app, action);
   add_evaluator_command(app, action);
 
@@ -81,7 +83,6 @@ int run_app(int argc, char** argv) {
   static constexpr Planned kPlanned[] = {
       {"coordinator", "Run the coordinator (search engine; binds a ZeroMQ ROUTER)", "step 4"},
       {"agent", "Run a proposal agent (built-in proposer or an LLM over HTTP)", "step 4"},
-      {"status", "Show a running cluster's targets, populations and workers", "step 4"},
       {"export", "Write the best verified kernel of a target with its verification record",
        "step 4"},
       {"report", "Summarise a run: speedups, floors, search history", "step 4"},

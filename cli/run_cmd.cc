@@ -26,7 +26,9 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
+#include "cli/status_table.h"
 #include "coordinator/engine.h"
 #include "evaluator/cuda/cuda_probe.h"
 #include "evaluator/result_json.h"
@@ -119,26 +121,6 @@ std::vector<std::string> split(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
   return out;
-}
-
-std::string fmt_us(double us) {
-  char b[32];
-  std::snprintf(b, sizeof(b), us <= 0 ? "-" : "%.2f", us);
-  return b;
-}
-
-void print_table(const std::vector<coordinator::TargetReport>& reports, FILE* to) {
-  std::fprintf(to, "%-18s %6s %6s %6s %12s %12s %8s %7s  %s\n", "target", "evals", "fails", "kept",
-               "seed us", "best us", "speedup", "floor", "state");
-  for (const auto& r : reports) {
-    char speed[16] = "-", floor[16] = "-";
-    if (r.seed_us > 0 && r.best_us > 0) std::snprintf(speed, sizeof(speed), "%.2fx", r.seed_us / r.best_us);
-    if (r.fraction_of_floor > 0) std::snprintf(floor, sizeof(floor), "%.0f%%", 100 * r.fraction_of_floor);
-    std::fprintf(to, "%-18s %6llu %6llu %6llu %12s %12s %8s %7s  %s\n", r.target.c_str(),
-                 static_cast<unsigned long long>(r.evaluations), static_cast<unsigned long long>(r.failures),
-                 static_cast<unsigned long long>(r.accepted), fmt_us(r.seed_us).c_str(),
-                 fmt_us(r.best_us).c_str(), speed, floor, r.state.c_str());
-  }
 }
 
 Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targets, const std::string& backend,
@@ -293,19 +275,27 @@ int run_search(const RunArgs& a) {
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   const bool tty = isatty(STDERR_FILENO);
+  auto publish = [&](const std::vector<coordinator::TargetReport>& reports) {
+    for (const auto& r : reports) {  // for `kiln status`
+      Status s = store.put_target_status(r.target, status_fields(r));
+      if (!s.is_ok()) spdlog::warn("writing the status of {}: {}", r.target, s.to_string());
+    }
+  };
   Status ran = engine.run(g_stop, [&](const std::vector<coordinator::TargetReport>& reports) {
+    publish(reports);
     if (tty) std::fprintf(stderr, "\033[H\033[2J");
-    print_table(reports, stderr);
+    print_status_table(reports, stderr);
     std::fprintf(stderr, "\n");
   });
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
   (*dispatcher)->shutdown("run finished");
+  publish(engine.reports());
   if (!ran.is_ok()) std::fprintf(stderr, "kiln run: the search stopped: %s\n", ran.to_string().c_str());
   if (g_stop.load()) std::fprintf(stderr, "kiln run: interrupted; writing what was found\n");
   if (Status w = write_outputs(out, runnable, backend, engine); !w.is_ok()) return fail(w.message());
   std::printf("\n");
-  print_table(engine.reports(), stdout);
+  print_status_table(engine.reports(), stdout);
   std::printf("\nbest kernels, summary.json and results.jsonl are in %s\n", out.c_str());
   return ran.is_ok() ? 0 : 1;
 }

@@ -34,6 +34,7 @@ std::string binary(std::string_view hash, std::string_view arch);  // kiln:bin:{
 std::string result(std::string_view id, std::string_view arch);    // kiln:result:{id}:{arch}
 std::string lease(std::string_view task);                          // kiln:lease:{task}
 std::string inflight();                                            // kiln:inflight
+std::string targets();                                             // kiln:targets (set of names)
 std::string events(std::string_view run);                          // kiln:events:{run}
 
 }  // namespace kiln::redis::keys

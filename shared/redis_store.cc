@@ -2,6 +2,8 @@
 // writes (MULTI/EXEC or Lua) through RedisClient.
 #include "shared/redis_store.h"
 
+#include <algorithm>
+
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -229,6 +231,39 @@ Status Store::release_lease(std::string_view task_id) {
                         client_->eval(kReleaseScript, {keys::lease(task_id), keys::inflight()},
                                       {std::string(task_id)}));
   return Status::ok();
+}
+
+Status Store::put_target_status(std::string_view target,
+                               const std::vector<std::pair<std::string, std::string>>& fields) {
+  KILN_RETURN_IF_ERROR(validate_components({{"target", target}}));
+  if (fields.empty()) return invalid_argument("status of target " + std::string(target) + " has no fields");
+  std::vector<std::string> hset = {"HSET", keys::target(target)};
+  for (const auto& [k, v] : fields) {
+    hset.push_back(k);
+    hset.push_back(v);
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Reply> replies,
+                        client_->pipeline({hset, {"SADD", keys::targets(), std::string(target)}}));
+  for (const Reply& r : replies) KILN_RETURN_IF_ERROR(check_reply(r));
+  return Status::ok();
+}
+
+Result<std::vector<std::pair<std::string, std::map<std::string, std::string>>>> Store::target_statuses() {
+  KILN_ASSIGN_OR_RETURN(Reply names, client_->command_idempotent({"SMEMBERS", keys::targets()}));
+  KILN_RETURN_IF_ERROR(check_reply(names));
+  std::vector<std::string> sorted;
+  for (const Reply& n : names.elements) sorted.push_back(n.str);
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> out;
+  for (const auto& name : sorted) {
+    if (!keys::validate_key_component(name).is_ok()) continue;
+    KILN_ASSIGN_OR_RETURN(Reply h, client_->command_idempotent({"HGETALL", keys::target(name)}));
+    KILN_RETURN_IF_ERROR(check_reply(h));
+    std::map<std::string, std::string> fields;
+    for (size_t i = 0; i + 1 < h.elements.size(); i += 2) fields[h.elements[i].str] = h.elements[i + 1].str;
+    out.emplace_back(name, std::move(fields));
+  }
+  return out;
 }
 
 Result<std::string> Store::append_event(

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,6 +79,13 @@ class Store {
   Result<std::optional<std::string>> lease_payload(std::string_view task_id);
   // Removes the lease and its inflight entry together; OK when there was none.
   Status release_lease(std::string_view task_id);
+
+  // A target's standing for `kiln status`: the fields go to the hash kiln:target:{t} (replacing
+  // those of the same name) and the name to the set kiln:targets, in one round trip.
+  Status put_target_status(std::string_view target,
+                           const std::vector<std::pair<std::string, std::string>>& fields);
+  // Every target in kiln:targets with its hash's fields, names sorted.
+  Result<std::vector<std::pair<std::string, std::map<std::string, std::string>>>> target_statuses();
 
   // XADD kiln:events:{run} * fields...; returns the new stream id. `fields` must not be empty.
   Result<std::string> append_event(std::string_view run,

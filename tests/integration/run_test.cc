@@ -63,6 +63,12 @@ TEST(KilnRun, FindsAFasterReduceThanItsSeedWithTwoEvaluatorsAndWritesTheOutput) 
     ++n;
   }
   EXPECT_GE(n, 4u);
+  // `kiln status` on the finished run's folder shows both targets.
+  std::string status;
+  ASSERT_EQ(testing::run_command(testing::kiln_binary() + " status --out " + out + " 2>&1", &status), 0) << status;
+  EXPECT_NE(status.find("reduce"), std::string::npos) << status;
+  EXPECT_NE(status.find("rmsnorm"), std::string::npos) << status;
+  EXPECT_NE(status.find("converged"), std::string::npos) << status;
   for (const char* f : {"/evaluator-0.log", "/evaluator-1.log", "/redis"}) {
     EXPECT_TRUE(std::ifstream(out + f).good() || std::filesystem::is_directory(out + f)) << f;
   }

@@ -239,5 +239,19 @@ TEST_F(RedisStoreTest, EventsAreReadInAppendOrder) {
             StatusCode::kInvalidArgument);
 }
 
+TEST_F(RedisStoreTest, TargetStatusesRoundTripSortedByName) {
+  ASSERT_TRUE(store_->put_target_status("softmax", {{"state", "searching"}, {"best_us", "93.5"}}).is_ok());
+  ASSERT_TRUE(store_->put_target_status("matmul", {{"state", "converged"}}).is_ok());
+  ASSERT_TRUE(store_->put_target_status("softmax", {{"state", "converged"}}).is_ok());
+  auto all = store_->target_statuses();
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].first, "matmul");
+  EXPECT_EQ((*all)[1].second.at("state"), "converged");  // replaced
+  EXPECT_EQ((*all)[1].second.at("best_us"), "93.5");     // kept
+  EXPECT_FALSE(store_->put_target_status("bad key", {{"a", "b"}}).is_ok());
+  EXPECT_FALSE(store_->put_target_status("x", {}).is_ok());
+}
+
 }  // namespace
 }  // namespace kiln::redis

@@ -1,0 +1,108 @@
+// `kiln status`: the per-target table of a running or finished run. It reads the run's Redis
+// (kiln:target:{t}, written by `kiln run` about once a second): the one named by --redis, or the
+// private one of the output folder while that run is alive; for a finished local run, whose
+// private Redis has stopped, it reads the folder's summary.json.
+#include "cli/status_cmd.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/status_table.h"
+#include "shared/redis_client.h"
+#include "shared/redis_store.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct StatusArgs {
+  std::string out = "kiln-run";
+  std::string redis;
+  bool json = false;
+};
+
+Result<std::vector<coordinator::TargetReport>> from_redis(const std::string& url) {
+  redis::RedisOptions o;
+  o.url = url;
+  o.connect_timeout_ms = 1000;
+  o.max_reconnect_attempts = 1;
+  KILN_ASSIGN_OR_RETURN(redis::RedisClient client, redis::RedisClient::connect(o));
+  redis::Store store(client);
+  KILN_ASSIGN_OR_RETURN(auto statuses, store.target_statuses());
+  std::vector<coordinator::TargetReport> out;
+  for (const auto& [name, fields] : statuses) out.push_back(report_from_fields(name, fields));
+  return out;
+}
+
+Result<std::vector<coordinator::TargetReport>> from_summary(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found("no " + path);
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (!j.is_array()) return invalid_argument(path + " is not a kiln run summary");
+  std::vector<coordinator::TargetReport> out;
+  for (const auto& t : j) {
+    std::map<std::string, std::string> f;
+    for (const auto& [k, v] : t.items()) f[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    out.push_back(report_from_fields(t.value("target", std::string("?")), f));
+  }
+  return out;
+}
+
+int run_status(const StatusArgs& a) {
+  Result<std::vector<coordinator::TargetReport>> reports = not_found("");
+  std::string source;
+  if (!a.redis.empty()) {
+    reports = from_redis(a.redis);
+    source = a.redis;
+  } else {
+    const std::string sock = a.out + "/redis/redis.sock";
+    if (fs::exists(sock)) {
+      reports = from_redis("unix://" + fs::absolute(sock).string());
+      source = "the running run in " + a.out;
+    }
+    if (!reports.is_ok()) {
+      reports = from_summary(a.out + "/summary.json");
+      source = a.out + "/summary.json";
+    }
+  }
+  if (!reports.is_ok()) {
+    std::fprintf(stderr, "kiln status: nothing to show: %s (pass the run's --out folder, or --redis URL)\n",
+                 reports.status().message().c_str());
+    return 2;
+  }
+  if (a.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : *reports) {
+      nlohmann::json e = {{"target", r.target}};
+      for (const auto& [k, v] : status_fields(r)) e[k] = v;
+      j.push_back(e);
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("from %s\n", source.c_str());
+  print_status_table(*reports, stdout);
+  return 0;
+}
+
+}  // namespace
+
+void add_status_command(CLI::App& app, std::function<int()>& action) {
+  auto a = std::make_shared<StatusArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "status",
+      "Show a run's targets: evaluations, failures, children kept, seed and best time, speedup,\n"
+      "fraction of the floor and state. Reads the run's Redis (--redis, or the private one of\n"
+      "--out while that run is alive), else the folder's summary.json.");
+  sub->add_option("--out", a->out, "The run's output folder")->capture_default_str();
+  sub->add_option("--redis", a->redis, "The run's Redis (redis://host:port or unix:///path)");
+  sub->add_flag("--json", a->json, "Print JSON");
+  sub->callback([&action, a] { action = [a] { return run_status(*a); }; });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,69 @@
+// See status_table.h.
+#include "cli/status_table.h"
+
+#include <cstdlib>
+
+namespace kiln::cli {
+namespace {
+
+std::string fmt_us(double us) {
+  char b[32];
+  std::snprintf(b, sizeof(b), us <= 0 ? "-" : "%.2f", us);
+  return b;
+}
+
+std::string num(double v) {
+  char b[40];
+  std::snprintf(b, sizeof(b), "%.17g", v);
+  return b;
+}
+
+}  // namespace
+
+void print_status_table(const std::vector<coordinator::TargetReport>& reports, FILE* to) {
+  std::fprintf(to, "%-18s %6s %6s %6s %12s %12s %8s %7s  %s\n", "target", "evals", "fails", "kept",
+               "seed us", "best us", "speedup", "floor", "state");
+  for (const auto& r : reports) {
+    char speed[16] = "-", floor[16] = "-";
+    if (r.seed_us > 0 && r.best_us > 0) std::snprintf(speed, sizeof(speed), "%.2fx", r.seed_us / r.best_us);
+    if (r.fraction_of_floor > 0) std::snprintf(floor, sizeof(floor), "%.0f%%", 100 * r.fraction_of_floor);
+    std::fprintf(to, "%-18s %6llu %6llu %6llu %12s %12s %8s %7s  %s\n", r.target.c_str(),
+                 static_cast<unsigned long long>(r.evaluations), static_cast<unsigned long long>(r.failures),
+                 static_cast<unsigned long long>(r.accepted), fmt_us(r.seed_us).c_str(),
+                 fmt_us(r.best_us).c_str(), speed, floor, r.state.c_str());
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r) {
+  return {{"state", r.state},
+          {"evaluations", std::to_string(r.evaluations)},
+          {"failures", std::to_string(r.failures)},
+          {"accepted", std::to_string(r.accepted)},
+          {"seed_us", num(r.seed_us)},
+          {"best_us", num(r.best_us)},
+          {"fraction_of_floor", num(r.fraction_of_floor)},
+          {"best_id", r.best_id},
+          {"best", r.best_label}};
+}
+
+coordinator::TargetReport report_from_fields(const std::string& target,
+                                             const std::map<std::string, std::string>& f) {
+  auto get = [&](const char* k) {
+    auto it = f.find(k);
+    return it == f.end() ? std::string() : it->second;
+  };
+  coordinator::TargetReport r;
+  r.target = target;
+  r.state = get("state");
+  r.evaluations = std::strtoull(get("evaluations").c_str(), nullptr, 10);
+  r.failures = std::strtoull(get("failures").c_str(), nullptr, 10);
+  r.accepted = std::strtoull(get("accepted").c_str(), nullptr, 10);
+  r.seed_us = std::strtod(get("seed_us").c_str(), nullptr);
+  r.best_us = std::strtod(get("best_us").c_str(), nullptr);
+  r.fraction_of_floor = std::strtod(get("fraction_of_floor").c_str(), nullptr);
+  r.best_id = get("best_id");
+  r.best_label = get("best");
+  return r;
+}
+
+}  // namespace kiln::cli
