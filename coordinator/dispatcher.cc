@@ -39,10 +39,7 @@ Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options, net::Rout
       ids_(options_.node) {}
 
 bool Dispatcher::submit(proto::EvaluateTask task) {
-  if (in_flight_.count(task.task_id)) return false;
-  for (const auto& q : queue_) {
-    if (q.task_id == task.task_id) return false;
-  }
+  if (in_flight_.count(task.task_id) || !queued_ids_.insert(task.task_id).second) return false;
   queue_.push_back(std::move(task));
   return true;
 }
@@ -89,6 +86,7 @@ void Dispatcher::requeue(const std::string& task_id, const std::string& why, boo
   }
   spdlog::warn("task {} back in the queue: {}", task_id, why);
   ++stats_.requeued;
+  queued_ids_.insert(f.task.task_id);
   queue_.push_front(std::move(f.task));  // first in line: it has waited longest
 }
 
@@ -174,6 +172,7 @@ Status Dispatcher::dispatch() {
       if (it == queue_.end()) break;
       proto::EvaluateTask task = std::move(*it);
       queue_.erase(it);
+      queued_ids_.erase(task.task_id);
       const auto deadline = Clock::now() + options_.lease;
       // The lease is in Redis before the task leaves: a coordinator that dies right after the
       // send finds it on restart.
@@ -181,6 +180,7 @@ Status Dispatcher::dispatch() {
                                          proto::encode({proto::kProtocolVersion, task.task_id, task}),
                                          epoch_ms(deadline));
       if (!leased.is_ok()) {
+        queued_ids_.insert(task.task_id);
         queue_.push_front(std::move(task));
         return leased;
       }

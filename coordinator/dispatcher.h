@@ -113,6 +113,7 @@ class Dispatcher {
   proto::IdGenerator ids_;
   std::map<std::string, Worker> workers_;      // by routing id
   std::deque<proto::EvaluateTask> queue_;
+  std::set<std::string> queued_ids_;          // task ids in queue_
   std::map<std::string, Flight> in_flight_;    // by task id
   std::map<std::string, uint32_t> kills_;      // task id -> workers lost while holding it
   std::vector<proto::EvaluationResult> merged_;  // this turn's results
