@@ -4,6 +4,10 @@
 // applies the physical-floor check.
 #include "evaluator/evaluation.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -71,6 +75,29 @@ proto::Outcome outcome_of(CaseKind k) {
 }  // namespace
 
 namespace {
+
+// An exclusive flock on a file shared by every kiln process of this user on this machine; a no-op
+// when `take` is false or the file cannot be opened (timing then goes on unserialised).
+class CpuTimingLock {
+ public:
+  explicit CpuTimingLock(bool take) {
+    if (!take) return;
+    const std::string path = (fs::temp_directory_path() / ("kiln-cpu-timing-" + std::to_string(getuid()) + ".lock")).string();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~CpuTimingLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  CpuTimingLock(const CpuTimingLock&) = delete;
+  CpuTimingLock& operator=(const CpuTimingLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // Rows of the benchmark shape's outputs that are re-checked after timing when the reference can
 // compute single rows (Reference::has_rows): enough that a replayed or partly computed answer
@@ -338,7 +365,12 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
                 {"poison", kPoisonA}, {"rotate_contents", sets.size() >= 2}});
     if (!patches.empty()) req["final"] = patches;
     uint32_t timeout = m.options.phase_timeout_ms + m.options.max_timing_ms * 2;
-    Result<nlohmann::json> reply = m.sandbox->call(req, timeout);
+    Result<nlohmann::json> reply = [&] {
+      // On the cpu backend the candidate is timed on the cores every other evaluator process of
+      // this machine uses too: one timing at a time per machine, or each measures the others.
+      CpuTimingLock lock(m.backend == "cpu");
+      return m.sandbox->call(req, timeout);
+    }();
     r.metrics["timed_at_ms"] = phase_ms();
     for (auto& f : refs) f.wait();
     r.metrics["references_at_ms"] = phase_ms();

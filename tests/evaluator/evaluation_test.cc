@@ -196,7 +196,7 @@ constexpr const char* kRowSumSpec = R"({
   "name": "rowsum", "description": "y[m] = sum x[m, :]", "dims": ["M", "N"],
   "args": [{"name": "x", "role": "input", "dtype": "T", "shape": ["M", "N"]},
            {"name": "y", "role": "output", "dtype": "f32", "shape": ["M"]}],
-  "dtypes": ["f32"], "tolerance": {"f32": {"rel": 1e-5, "abs": 1e-5}},
+  "dtypes": ["f32"], "tolerance": {"f32": {"rel": 1e-5, "abs": 1e-5, "rms": 1e-5}},
   "shapes": {"benchmark": {"M": 300, "N": 64}, "smoke": [{"M": 4, "N": 3}], "sweep": [{"M": 9, "N": 17}]},
   "bytes": "M * N * 4", "flops": "M * N", "reference": "reference.cpp",
   "backends": {"cpu": {"dtypes": ["f32"], "seed": {"source": "seed.cpp", "kernel": "rowsum"}}}
