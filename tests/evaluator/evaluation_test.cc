@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -45,24 +46,25 @@ extern "C" void rmsnorm_seed(const T* x, const T* w, T* y, int64_t M, int64_t N,
 }
 )";
 
-// Evaluates `source` as the rmsnorm cpu seed's kernel, f32, at a 64 x 256 benchmark shape, with
-// a fresh cache (compiled reference and binaries) under `dir`.
-proto::EvaluationResult evaluate_rmsnorm(const std::string& source, const testing::TempDir& dir) {
+// Evaluates `source` ("": the seed's own) as the cpu seed's kernel of the target in `target_dir`,
+// f32, with a short timing phase (at `benchmark` when given) and a fresh cache under `cache_dir`.
+proto::EvaluationResult evaluate_cpu(const std::string& target_dir, const std::string& source,
+                                     const std::string& cache_dir, std::optional<Shape> benchmark = {}) {
   proto::EvaluationResult failed;
-  Result<TargetSpec> target = load_target(KILN_SOURCE_DIR "/targets/rmsnorm");
+  Result<TargetSpec> target = load_target(target_dir);
   if (!target.is_ok()) {
     failed.log = target.status().to_string();
     return failed;
   }
-  auto toolchain = Toolchain::create("cpu", dir.path());
+  auto toolchain = Toolchain::create("cpu", cache_dir);
   if (!toolchain.is_ok()) {
     failed.log = toolchain.status().to_string();
     return failed;
   }
   EvaluatorOptions options;
   options.kiln_binary = testing::kiln_binary();
-  options.cache_dir = dir.path();
-  options.benchmark_override = Shape{{"M", 64}, {"N", 256}};
+  options.cache_dir = cache_dir;
+  options.benchmark_override = benchmark;
   options.min_samples = 10;
   options.max_timing_ms = 200;
   auto evaluator = CandidateEvaluator::create(*target, "cpu", (*toolchain)->compiler(), options);
@@ -78,6 +80,11 @@ proto::EvaluationResult evaluate_rmsnorm(const std::string& source, const testin
   candidate.params = seed.defines;
   candidate.geometry = &seed;
   return (*evaluator)->evaluate(candidate, DType::kF32);
+}
+
+// `source` as the rmsnorm cpu seed's kernel at a 64 x 256 benchmark shape.
+proto::EvaluationResult evaluate_rmsnorm(const std::string& source, const testing::TempDir& dir) {
+  return evaluate_cpu(KILN_SOURCE_DIR "/targets/rmsnorm", source, dir.path(), Shape{{"M", 64}, {"N", 256}});
 }
 
 std::string stages(const proto::EvaluationResult& r) {
@@ -147,36 +154,9 @@ extern "C" void gather(const T* x, const int32_t* labels, float* ws, float* y, i
 }
 )";
 
-// Evaluates the cpu seed of the target in `dir`/`name` (f32) with a short timing phase.
+// The cpu seed of the target in `dir`/`name`.
 proto::EvaluationResult evaluate_cpu_seed(const testing::TempDir& dir, const std::string& name) {
-  proto::EvaluationResult failed;
-  Result<TargetSpec> target = load_target(dir.path() + "/" + name);
-  if (!target.is_ok()) {
-    failed.log = target.status().to_string();
-    return failed;
-  }
-  auto toolchain = Toolchain::create("cpu", dir.path() + "/cache");
-  if (!toolchain.is_ok()) {
-    failed.log = toolchain.status().to_string();
-    return failed;
-  }
-  EvaluatorOptions options;
-  options.kiln_binary = testing::kiln_binary();
-  options.cache_dir = dir.path() + "/cache";
-  options.min_samples = 10;
-  options.max_timing_ms = 200;
-  auto evaluator = CandidateEvaluator::create(*target, "cpu", (*toolchain)->compiler(), options);
-  if (!evaluator.is_ok()) {
-    failed.log = evaluator.status().to_string();
-    return failed;
-  }
-  const KernelSpec& seed = target->backend("cpu")->seed;
-  CandidateSpec candidate;
-  candidate.label = name;
-  candidate.source = seed.source;
-  candidate.kernel_name = seed.kernel_name;
-  candidate.geometry = &seed;
-  return (*evaluator)->evaluate(candidate, DType::kF32);
+  return evaluate_cpu(dir.path() + "/" + name, "", dir.path() + "/cache");
 }
 
 TEST(CandidateEvaluator, IndexInputsStayInBoundsAndScratchArrivesZeroed) {
