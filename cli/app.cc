@@ -71,6 +71,7 @@ int run_app(int argc, char** argv) {
   add_eval_command(app, action);
   add_targets_command(app, action);
   add_run_command(app, action);
+  add_coordinator_command(app, action);
   add_status_command(app, action);
   add_selftest_command(app, action);
   add_evaluator_command(app, action);
@@ -81,7 +82,6 @@ int run_app(int argc, char** argv) {
     const char* step;
   };
   static constexpr Planned kPlanned[] = {
-      {"coordinator", "Run the coordinator (search engine; binds a ZeroMQ ROUTER)", "step 4"},
       {"agent", "Run a proposal agent (built-in proposer or an LLM over HTTP)", "step 4"},
       {"export", "Write the best verified kernel of a target with its verification record",
        "step 4"},

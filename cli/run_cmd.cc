@@ -60,6 +60,10 @@ struct RunArgs {
   uint32_t islands = 2;
   uint64_t seed = 1;
   bool resume = false;
+  // `kiln coordinator`: no local evaluators; workers connect to `bind` from anywhere.
+  bool coordinator_mode = false;
+  std::string bind = "tcp://0.0.0.0:5555";
+  uint32_t in_flight = 8;
 };
 
 std::atomic<bool> g_stop{false};
@@ -190,6 +194,7 @@ int run_search(const RunArgs& a) {
   std::string backend = a.backend;
   std::vector<int> gpus;
   for (const auto& g : split(a.gpus)) gpus.push_back(std::atoi(g.c_str()));
+  if (backend.empty() && a.coordinator_mode) backend = "cuda";  // the workers' backend, not ours
   if (backend.empty()) {
 #ifdef KILN_HAVE_CUDA
     cuda::CudaProbe p = cuda::probe_cuda();
@@ -241,12 +246,19 @@ int run_search(const RunArgs& a) {
   // Coordinator and evaluators.
   zmq::context_t ctx;
   coordinator::DispatcherOptions dopts;
+  if (a.coordinator_mode) dopts.bind = a.bind;
   auto dispatcher = coordinator::Dispatcher::create(ctx, store, dopts);
   if (!dispatcher.is_ok()) return fail("binding the coordinator: " + dispatcher.status().message());
   const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
   const std::string cache = a.cache_dir.empty() ? eval::default_cache_dir() : a.cache_dir;
   std::vector<std::unique_ptr<Child>> evaluators;
-  const size_t count = backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, a.evaluators);
+  const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, a.evaluators);
+  std::ofstream(out + "/endpoint") << (*dispatcher)->endpoint() << "\n";
+  if (a.coordinator_mode) {
+    std::fprintf(stderr, "kiln coordinator: listening on %s; start workers with\n"
+                         "  kiln evaluator --connect %s --backend %s [--gpu N]\n",
+                 (*dispatcher)->endpoint().c_str(), (*dispatcher)->endpoint().c_str(), backend.c_str());
+  }
   for (size_t i = 0; i < count; ++i) {
     std::vector<std::string> argv = {self, "evaluator", "--connect", (*dispatcher)->endpoint(), "--backend",
                                      backend, "--targets-dir", root, "--cache-dir", cache, "--worker-id",
@@ -269,7 +281,7 @@ int run_search(const RunArgs& a) {
   eo.seed = a.seed;
   eo.search.islands = a.islands;
   eo.limits.max_proposals_without_gain = a.patience;
-  eo.in_flight_per_target = static_cast<uint32_t>(std::max<size_t>(2, count * 2));
+  eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
   eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
   coordinator::Engine engine(runnable, **dispatcher, eo);
   signal(SIGINT, on_signal);
@@ -301,6 +313,31 @@ int run_search(const RunArgs& a) {
 }
 
 }  // namespace
+
+void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
+  auto a = std::make_shared<RunArgs>();
+  a->coordinator_mode = true;
+  a->out = "kiln-coordinator";
+  CLI::App* sub = app.add_subcommand(
+      "coordinator",
+      "Run the search for a farm: binds the coordinator's ROUTER where evaluators on other\n"
+      "machines connect (`kiln evaluator --connect tcp://THIS_HOST:PORT`), keeps its state in\n"
+      "Redis (--redis for a shared one; else a private one in --out), runs the built-in proposer,\n"
+      "and writes the same output folder as `kiln run`. The endpoint is also written to\n"
+      "<out>/endpoint.");
+  sub->add_option("--bind", a->bind, "ZeroMQ endpoint to bind (tcp://*:5555; port * picks a free one)")->capture_default_str();
+  sub->add_option("--backend", a->backend, "Backend of the evaluators (cuda or cpu; default cuda)");
+  sub->add_option("--targets", a->targets, "Comma-separated targets (default: all built-in)");
+  sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
+  sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
+  sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")->capture_default_str();
+  sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
+  sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
+  sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");
+  sub->add_option("--out", a->out, "Output folder")->capture_default_str();
+  sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
+  sub->callback([&action, a] { action = [a] { return run_search(*a); }; });
+}
 
 void add_run_command(CLI::App& app, std::function<int()>& action) {
   auto a = std::make_shared<RunArgs>();

@@ -115,5 +115,30 @@ TEST(KilnRun, SurvivesAnEvaluatorKilledInTheMiddleOfATask) {
   for (const auto& [cand, n] : per_candidate) EXPECT_LE(n, 2) << cand;
 }
 
+// The farm layout: `kiln coordinator` binds a port and starts no evaluator; a `kiln evaluator`
+// started separately (as on another machine) connects to it, and the search completes.
+TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorThatConnectsFromOutside) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/coord";
+  const std::string kiln = testing::kiln_binary();
+  const std::string script =
+      "set -u\n" + kiln + " coordinator --bind 'tcp://127.0.0.1:*' --backend cpu --targets reduce" +
+      " --budget 240s --patience 4 --out " + out + " --targets-dir " KILN_SOURCE_DIR "/targets > " +
+      dir.path() + "/coord.log 2>&1 & coord=$!; " +
+      "for i in $(seq 1 300); do [ -s " + out + "/endpoint ] && break; sleep 0.1; done; " +
+      kiln + " evaluator --connect $(cat " + out + "/endpoint) --backend cpu --cache-dir " + dir.path() +
+      "/cache --targets-dir " KILN_SOURCE_DIR "/targets > " + dir.path() + "/eval.log 2>&1 & ev=$!; " +
+      "wait $coord; echo rc=$?; kill $ev; wait $ev; cat " + dir.path() + "/coord.log";
+  std::string output;
+  testing::run_command("bash " + dir.write("farm.sh", script) + " 2>&1", &output);
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  EXPECT_NE(output.find("kiln evaluator --connect tcp://127.0.0.1:"), std::string::npos) << output;
+  nlohmann::json summary = read_json(out + "/summary.json");
+  ASSERT_TRUE(summary.is_array() && summary.size() == 1) << output;
+  EXPECT_GT(summary[0]["evaluations"].get<int>(), 1) << summary.dump();
+  EXPECT_GT(summary[0]["seed_us"].get<double>(), 0) << summary.dump();
+  EXPECT_NE(summary[0]["state"].get<std::string>().find("converged"), std::string::npos) << summary.dump();
+}
+
 }  // namespace
 }  // namespace kiln
