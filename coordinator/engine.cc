@@ -57,6 +57,7 @@ struct Engine::TargetState {
   bool exhausted = false;
   bool done = false;
   uint32_t in_flight = 0;
+  uint32_t slots = 1;  // evaluations it may have queued or running (allocate_slots below)
   uint32_t next_island = 0;
 
   TargetState(TargetSpec s, const std::string& backend_name, const SearchParams& params)
@@ -120,7 +121,7 @@ void Engine::top_up(size_t t) {
   if (!st.seed_verified || !st.proposer || st.exhausted) return;
   const KernelSpec& tmpl = *st.backend->tunable;
   const size_t islands = st.population.islands().size();
-  while (st.in_flight < options_.in_flight_per_target) {
+  while (st.in_flight < st.slots) {
     const size_t island = st.next_island++ % islands;
     const Individual* parent = st.population.select_parent(island, rng_);
     if (!parent) break;
@@ -245,6 +246,35 @@ void Engine::on_result(const proto::EvaluationResult& r) {
   }
 }
 
+void Engine::allocate() {
+  // Slots go where Amdahl's law says the end-to-end gain is largest: a target far from its floor
+  // that takes a large share of the time gets more of them (allocate_slots in search.h).
+  std::vector<TargetShare> shares;
+  std::vector<size_t> index;
+  for (size_t t = 0; t < targets_.size(); ++t) {
+    TargetState& st = *targets_[t];
+    st.slots = 1;  // a target being set up (its seed) needs one
+    if (st.done || !st.seed_verified || st.report.best_us <= 0) continue;
+    TargetShare s;
+    s.target = st.spec.name;
+    s.weight = options_.weights.count(s.target) ? options_.weights.at(s.target) : 0;
+    s.best_us = st.report.best_us;
+    s.seed_us = st.report.seed_us;
+    s.floor_us = st.report.fraction_of_floor > 0 ? st.report.best_us * st.report.fraction_of_floor : 0;
+    s.converged = st.exhausted;
+    shares.push_back(s);
+    index.push_back(t);
+  }
+  if (shares.empty()) return;
+  const uint32_t total = options_.in_flight_per_target * static_cast<uint32_t>(shares.size());
+  Result<std::vector<SlotAllocation>> a = allocate_slots(shares, total);
+  if (!a.is_ok()) {
+    for (size_t i : index) targets_[i]->slots = options_.in_flight_per_target;
+    return;
+  }
+  for (size_t k = 0; k < index.size(); ++k) targets_[index[k]]->slots = std::max<uint32_t>(1, (*a)[k].slots);
+}
+
 std::vector<TargetReport> Engine::reports() const {
   std::vector<TargetReport> out;
   for (const auto& t : targets_) out.push_back(t->report);
@@ -259,6 +289,7 @@ Status Engine::run(const std::atomic<bool>& stop,
   while (!stop.load()) {
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
     const bool budget_spent = options_.budget.count() > 0 && elapsed >= options_.budget.count();
+    allocate();
     bool all_done = true;
     for (size_t t = 0; t < targets_.size(); ++t) {
       TargetState& st = *targets_[t];

@@ -28,7 +28,8 @@ struct EngineOptions {
   SearchParams search;
   ConvergenceLimits limits;
   std::chrono::seconds budget{0};   // whole run; 0: until every target converges
-  uint32_t in_flight_per_target = 2;
+  uint32_t in_flight_per_target = 2;  // on average: allocate() moves slots between targets
+  std::map<std::string, double> weights;  // share of end-to-end time per target (default equal)
   uint64_t seed = 1;
   std::string toolchain = "kiln";   // part of candidate ids
 };
@@ -75,6 +76,7 @@ class Engine {
     std::string source;
   };
 
+  void allocate();
   void top_up(size_t t);
   void on_result(const proto::EvaluationResult& r);
   std::string submit(size_t t, Pending::Kind kind, const std::string& source,
