@@ -18,21 +18,10 @@ std::vector<std::map<std::string, std::string>> template_configs(const KernelSpe
                                                                  const Shape& shape, DType dtype,
                                                                  uint32_t limit, uint64_t seed) {
   std::vector<std::map<std::string, std::string>> all;
-  std::map<std::string, std::string> current = spec.defines;
-  std::vector<std::string> names;
-  for (const auto& [k, v] : spec.space) names.push_back(k);
-  // Odometer over the parameter lists.
-  std::vector<size_t> index(names.size(), 0);
-  while (true) {
-    for (size_t i = 0; i < names.size(); ++i) {
-      current[names[i]] = std::to_string(spec.space.at(names[i])[index[i]]);
-    }
-    Result<bool> ok = eval::satisfies_constraints(spec, shape, dtype, current);
-    if (ok.is_ok() && *ok) all.push_back(current);
-    size_t i = 0;
-    while (i < names.size() && ++index[i] == spec.space.at(names[i]).size()) index[i++] = 0;
-    if (i == names.size()) break;
-  }
+  eval::for_each_config(spec, shape, dtype, [&](const std::map<std::string, std::string>& p) {
+    all.push_back(p);
+    return true;
+  });
   if (limit > 0 && all.size() > limit) {
     std::mt19937_64 rng(seed);
     std::shuffle(all.begin(), all.end(), rng);

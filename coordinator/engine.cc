@@ -22,24 +22,6 @@ std::string label_of(const Params& params, const KernelSpec& tmpl) {
   return s.empty() ? "seed" : "template " + s;
 }
 
-// Every template configuration in the space's order (last parameter fastest), lazily: calls
-// `take` for each valid one until it returns true.
-void for_each_valid(const KernelSpec& k, const Shape& shape, DType d,
-                    const std::function<bool(const Params&)>& take) {
-  std::vector<std::pair<std::string, const std::vector<int64_t>*>> axes;
-  for (const auto& [name, values] : k.space) axes.push_back({name, &values});
-  std::vector<size_t> at(axes.size(), 0);
-  while (true) {
-    Params p = k.defines;
-    for (size_t i = 0; i < axes.size(); ++i) p[axes[i].first] = std::to_string((*axes[i].second)[at[i]]);
-    Result<bool> ok = eval::satisfies_constraints(k, shape, d, p);
-    if (ok.is_ok() && *ok && take(p)) return;
-    size_t i = axes.size();
-    while (i > 0 && ++at[i - 1] == axes[i - 1].second->size()) at[--i] = 0;
-    if (i == 0) return;
-  }
-}
-
 }  // namespace
 
 struct Engine::TargetState {
@@ -59,6 +41,12 @@ struct Engine::TargetState {
   uint32_t in_flight = 0;
   uint32_t slots = 1;  // evaluations it may have queued or running (allocate_slots below)
   uint32_t next_island = 0;
+
+  // The physical floor at the benchmark shape, from the best's measured fraction of it; 0 when
+  // unknown (the cpu backend measures none).
+  double floor_us() const {
+    return report.fraction_of_floor > 0 ? report.best_us * report.fraction_of_floor : 0;
+  }
 
   TargetState(TargetSpec s, const std::string& backend_name, const SearchParams& params)
       : spec(std::move(s)), population(spec.name, backend_name, params) {}
@@ -135,9 +123,9 @@ void Engine::top_up(size_t t) {
       // The seed is another kernel: its children are template configurations, the first in the
       // space's order, then random ones.
       std::vector<Params> fresh;
-      for_each_valid(tmpl, st.bench, st.dtype, [&](const Params& p) {
+      eval::for_each_config(tmpl, st.bench, st.dtype, [&](const Params& p) {
         if (!seen(p)) fresh.push_back(p);
-        return fresh.size() >= 64;
+        return fresh.size() < 64;
       });
       if (!fresh.empty()) {
         child = st.seen.size() == 1 ? fresh.front() : fresh[rng_() % fresh.size()];
@@ -260,7 +248,7 @@ void Engine::allocate() {
     s.weight = options_.weights.count(s.target) ? options_.weights.at(s.target) : 0;
     s.best_us = st.report.best_us;
     s.seed_us = st.report.seed_us;
-    s.floor_us = st.report.fraction_of_floor > 0 ? st.report.best_us * st.report.fraction_of_floor : 0;
+    s.floor_us = st.floor_us();
     s.converged = st.exhausted;
     shares.push_back(s);
     index.push_back(t);
@@ -298,7 +286,7 @@ Status Engine::run(const std::atomic<bool>& stop,
         cs.proposals_since_improvement = st.population.proposals_since_improvement();
         cs.best_us = st.report.best_us;
         cs.seed_us = st.report.seed_us;
-        cs.floor_us = st.report.fraction_of_floor > 0 ? st.report.best_us * st.report.fraction_of_floor : 0;
+        cs.floor_us = st.floor_us();
         cs.elapsed_s = elapsed;
         std::optional<std::string> why = convergence_reason(options_.limits, cs);
         if (!why && st.exhausted && st.in_flight == 0) why = "converged: every configuration near the parents was evaluated";

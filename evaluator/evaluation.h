@@ -98,6 +98,12 @@ Result<LaunchGeometry> launch_geometry(const KernelSpec& spec, const Shape& shap
 Result<bool> satisfies_constraints(const KernelSpec& spec, const Shape& shape, DType dtype,
                                    const std::map<std::string, std::string>& params);
 
+// Calls `take` with each configuration of `spec`'s space (its defines plus one value of every
+// parameter; the first parameter in name order changes fastest) that satisfies the constraints at
+// `shape`, until `take` returns false.
+void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
+                     const std::function<bool(const std::map<std::string, std::string>&)>& take);
+
 // Timing statistics over samples (after dropping throttled ones).
 struct TimingStats {
   double median_us = 0, iqr_us = 0, min_us = 0, noise_rel = 0, sm_clock_mhz = 0;

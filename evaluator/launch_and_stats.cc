@@ -3,6 +3,8 @@
 
 #include "evaluator/evaluation.h"
 
+#include <functional>
+
 namespace kiln::eval {
 
 Result<LaunchGeometry> launch_geometry(const KernelSpec& spec, const Shape& shape, DType dtype,
@@ -33,6 +35,26 @@ Result<bool> satisfies_constraints(const KernelSpec& spec, const Shape& shape, D
     if (v == 0) return false;
   }
   return true;
+}
+
+void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
+                     const std::function<bool(const std::map<std::string, std::string>&)>& take) {
+  std::map<std::string, std::string> current = spec.defines;
+  std::vector<std::pair<std::string, const std::vector<int64_t>*>> axes;
+  for (const auto& [name, values] : spec.space) {
+    if (values.empty()) return;  // an empty list: no configuration at all
+    axes.push_back({name, &values});
+  }
+  // Odometer over the parameter lists, first parameter fastest.
+  std::vector<size_t> index(axes.size(), 0);
+  while (true) {
+    for (size_t i = 0; i < axes.size(); ++i) current[axes[i].first] = std::to_string((*axes[i].second)[index[i]]);
+    Result<bool> ok = satisfies_constraints(spec, shape, dtype, current);
+    if (ok.is_ok() && *ok && !take(current)) return;
+    size_t i = 0;
+    while (i < axes.size() && ++index[i] == axes[i].second->size()) index[i++] = 0;
+    if (i == axes.size()) return;
+  }
 }
 
 TimingStats timing_stats(const std::vector<double>& samples_us,

@@ -10,23 +10,6 @@
 namespace kiln::eval {
 namespace {
 
-// The first configuration (in the order of the space's values, last parameter fastest) that
-// meets the template's constraints at `shape`; empty when none does.
-std::map<std::string, std::string> first_valid_config(const KernelSpec& k, const Shape& shape, DType d) {
-  std::vector<std::pair<std::string, const std::vector<int64_t>*>> axes;
-  for (const auto& [name, values] : k.space) axes.push_back({name, &values});
-  std::vector<size_t> at(axes.size(), 0);
-  while (true) {
-    std::map<std::string, std::string> params = k.defines;
-    for (size_t i = 0; i < axes.size(); ++i) params[axes[i].first] = std::to_string((*axes[i].second)[at[i]]);
-    Result<bool> ok = satisfies_constraints(k, shape, d, params);
-    if (ok.is_ok() && *ok) return params;
-    size_t i = axes.size();
-    while (i > 0 && ++at[i - 1] == axes[i - 1].second->size()) at[--i] = 0;
-    if (i == 0) return {};
-  }
-}
-
 TEST(BuiltInTargets, CudaSeedsAndTemplatesCompileForEveryDtype) {
   Result<std::unique_ptr<cuda::NvrtcCompiler>> nvrtc = cuda::NvrtcCompiler::load();
   if (!nvrtc.is_ok()) GTEST_SKIP() << "no NVRTC: " << nvrtc.status().message();
@@ -44,7 +27,11 @@ TEST(BuiltInTargets, CudaSeedsAndTemplatesCompileForEveryDtype) {
         req.kernel_name = k->kernel_name;
         req.defines = k->defines;
         if (k != &b->seed) {
-          std::map<std::string, std::string> params = first_valid_config(*k, t.benchmark, d);
+          std::map<std::string, std::string> params;  // the first that meets the constraints
+          for_each_config(*k, t.benchmark, d, [&](const auto& p) {
+            params = p;
+            return false;
+          });
           ASSERT_FALSE(params.empty()) << t.name << ": no template configuration meets the constraints";
           for (const auto& [name, value] : params) req.defines[name] = value;
         }
