@@ -45,8 +45,10 @@ bool Dispatcher::submit(proto::EvaluateTask task) {
 }
 
 Result<size_t> Dispatcher::recover() {
+  // Every lease, whatever its deadline (expired_leases stops at 1,000 by default).
+  constexpr int64_t kAll = std::numeric_limits<int64_t>::max();
   KILN_ASSIGN_OR_RETURN(std::vector<std::string> leased,
-                        store_->expired_leases(std::numeric_limits<int64_t>::max()));
+                        store_->expired_leases(kAll, static_cast<size_t>(kAll)));
   size_t n = 0;
   for (const auto& id : leased) {
     KILN_ASSIGN_OR_RETURN(std::optional<std::string> payload, store_->lease_payload(id));

@@ -220,5 +220,17 @@ TEST_F(DispatcherTest, AfterARestartLeasedTasksAreQueuedAgainFromRedis) {
   ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
 }
 
+TEST_F(DispatcherTest, RecoverFindsEveryLeaseNotOnlyTheFirstThousand) {
+  for (int i = 0; i < 1005; ++i) {
+    proto::EvaluateTask t = task("bulk" + std::to_string(i));
+    ASSERT_TRUE(store_->lease_task(t.task_id, proto::encode({proto::kProtocolVersion, t.task_id, t}),
+                                   4102444800000 + i).is_ok());
+  }
+  auto recovered = dispatcher_->recover();
+  ASSERT_TRUE(recovered.is_ok()) << recovered.status().to_string();
+  EXPECT_EQ(*recovered, 1005u);
+  EXPECT_EQ(dispatcher_->queued(), 1005u);
+}
+
 }  // namespace
 }  // namespace kiln::coordinator
