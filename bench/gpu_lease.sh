@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Everything one GPU-machine lease measures for the step-3/step-4 results, run as ONE background
+# job so the figures come from one machine in one sitting:
+#   1. scripts/gpu_check          every GPU-labelled test of the bundle, selftest, version;
+#   2. bench/targets_vs_pytorch   per group of targets: seed, full template sweep, best again,
+#                                 PyTorch eager / torch.compile default / max-autotune;
+#   3. kiln run                   the real search (coordinator + evaluator + built-in proposer) on
+#                                 the memory-bound targets, for issue #5's "within 5% of step 3";
+#   4. ncu                        the best configuration of each target under Nsight Compute (DRAM
+#                                 and SM throughput, occupancy, L2 hits), where ncu can read counters.
+# Progress goes to OUTDIR/progress.log; OUTDIR/DONE appears at the end. The device tool returns
+# a call's output when the call ends, so start this with setsid and collect OUTDIR in later calls:
+#   setsid bench/gpu_lease.sh .carry/kiln-0.1.0-x86_64.tar.gz /tmp/lease > /dev/null 2>&1 &
+# Options (environment): LEASE_GROUPS ("a,b;c,d" target groups), LEASE_RUN_TARGETS,
+# LEASE_RUN_BUDGET (default 6m), LEASE_SKIP_CHECK=1, LEASE_SKIP_NCU=1.
+set -uo pipefail
+tarball=${1:?usage: bench/gpu_lease.sh KILN_TARBALL OUTDIR}
+out=${2:?usage: bench/gpu_lease.sh KILN_TARBALL OUTDIR}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(dirname "$here")
+mkdir -p "$out"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/progress.log" >&2; }
+
+unpacked=$(mktemp -d /tmp/kiln-lease.XXXXXX)
+tar -C "$unpacked" -xzf "$tarball" || { log "cannot unpack $tarball"; exit 2; }
+bundle=$(ls -d "$unpacked"/kiln-*/ | head -1)
+kiln="$bundle/bin/kiln"
+export KILN_CACHE_DIR=/tmp/kiln-lease-cache
+log "bundle: $("$kiln" version 2>&1 | head -1)"
+nvidia-smi -L >> "$out/progress.log" 2>&1
+
+if [[ "${LEASE_SKIP_CHECK:-0}" != 1 ]]; then
+  log "gpu_check: start"
+  OUT="$out/gpu_check" "$repo/scripts/gpu_check" "$bundle" > "$out/gpu_check.log" 2>&1
+  log "gpu_check: rc=$? $(tail -1 "$out/gpu_check.log")"
+fi
+
+groups=${LEASE_GROUPS:-"rmsnorm,softmax,reduce;layernorm,rotary_embedding,cross_entropy;matmul,flash_attention,fused_mlp"}
+IFS=';' read -ra group_list <<< "$groups"
+i=0
+for g in "${group_list[@]}"; do
+  i=$((i + 1))
+  log "bench group $i ($g): start"
+  timeout 1500 "$repo/bench/targets_vs_pytorch.sh" "$bundle" --targets "$g" --out "$out/bench-$i" \
+    > "$out/bench-$i.stdout" 2> "$out/bench-$i.progress"
+  log "bench group $i: rc=$? $(grep -c verified "$out/bench-$i.progress" 2>/dev/null) verified lines"
+done
+
+run_targets=${LEASE_RUN_TARGETS:-"rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy"}
+if [[ -n "$run_targets" ]]; then
+  log "kiln run ($run_targets, budget ${LEASE_RUN_BUDGET:-6m}): start"
+  timeout 1200 "$kiln" run --targets "$run_targets" --budget "${LEASE_RUN_BUDGET:-6m}" \
+    --out "$out/run" --cache-dir "$KILN_CACHE_DIR" > "$out/run.stdout" 2> "$out/run.stderr"
+  log "kiln run: rc=$?"
+  rm -f "$out"/run/redis/*.rdb 2>/dev/null
+fi
+
+if [[ "${LEASE_SKIP_NCU:-0}" != 1 ]] && command -v ncu > /dev/null; then
+  # The best configuration of each target from the bench's command log. ncu profiles every
+  # launch of the candidate's entry point (kiln's own probes are named kiln_* and skipped) during a
+  # whole `kiln eval`: verification launches are small, the timed ones run at the benchmark shape;
+  # the CSV is reduced later to the launches with the largest grid.
+  for cmds in "$out"/bench-*/commands-*.jsonl; do
+    [[ -f "$cmds" ]] || continue
+    python3 - "$cmds" > "$out/ncu-plan.txt.part" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    c = json.loads(line)
+    a = c["argv"]
+    if "--params" in a and "--sweep" not in a:
+        print(a[2], a[a.index("--params") + 1])
+EOF
+    cat "$out/ncu-plan.txt.part" >> "$out/ncu-plan.txt"
+  done
+  rm -f "$out/ncu-plan.txt.part"
+  while read -r t params; do
+    log "ncu $t $params"
+    timeout 240 ncu --clock-control none --target-processes all --launch-count 400 --csv \
+      --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__occupancy_limit_registers,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+      -k "regex:^(?!kiln_)" "$kiln" eval "$t" --params "$params" \
+      > "$out/ncu-$t.txt" 2>&1
+    log "ncu $t: rc=$?"
+  done < "$out/ncu-plan.txt"
+fi
+log "done"
+touch "$out/DONE"
