@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "shared/build_info.h"
+#include "evaluator/ceilings.h"
 #include "evaluator/compile_pool.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/toolchain.h"
@@ -31,8 +32,8 @@ using Clock = std::chrono::steady_clock;
 // Everything the worker thread needs to turn a task into a result.
 class Worker {
  public:
-  Worker(const DaemonOptions& options, Toolchain& toolchain)
-      : options_(options), toolchain_(toolchain) {}
+  Worker(const DaemonOptions& options, Toolchain& toolchain, const Ceilings& ceilings)
+      : options_(options), toolchain_(toolchain), ceilings_(ceilings) {}
 
   proto::EvaluationResult evaluate(const proto::EvaluateTask& task) {
     proto::EvaluationResult r;
@@ -100,6 +101,8 @@ class Worker {
     eo.kiln_binary = options_.kiln_binary;
     eo.cache_dir = options_.cache_dir;
     eo.gpu = options_.gpu;
+    eo.bandwidth_bytes_per_s = ceilings_.bandwidth_bytes_per_s;
+    eo.matrix_flops_per_s = ceilings_.matrix_flops_per_s;
     KILN_ASSIGN_OR_RETURN(auto ev, CandidateEvaluator::create(targets_[name], options_.backend,
                                                               toolchain_.compiler(), eo));
     return (evaluators_[name] = std::move(ev)).get();
@@ -114,6 +117,7 @@ class Worker {
 
   const DaemonOptions& options_;
   Toolchain& toolchain_;
+  Ceilings ceilings_;
   std::map<std::string, TargetSpec> targets_;
   std::map<std::string, std::unique_ptr<CandidateEvaluator>> evaluators_;
   std::deque<std::future<CompileOutput>> in_flight_;
@@ -143,6 +147,15 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
   if (options.capacity == 0) return invalid_argument("capacity must be at least 1");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Toolchain> toolchain,
                         Toolchain::create(options.backend, options.cache_dir));
+  // The device's measured ceilings (cached per GPU): they give every result its physical floor,
+  // and a time below it is rejected as impossible (THREATS.md). The cpu backend has none.
+  Ceilings ceilings;
+  if (options.backend == "cuda") {
+    SandboxOptions sb{options.kiln_binary, options.backend, options.gpu};
+    KILN_ASSIGN_OR_RETURN(ceilings, load_or_measure_ceilings(sb, toolchain->compiler(), options.cache_dir));
+    spdlog::info("device ceilings: copy {:.2f} TB/s, f16 tensor cores {:.0f} TFLOP/s",
+                 ceilings.bandwidth_bytes_per_s / 1e12, ceilings.matrix_flops_per_s / 1e12);
+  }
 
   zmq::context_t context(1);
   net::SocketOptions so;
@@ -151,7 +164,7 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
 
   Mailbox box;
   std::thread worker_thread([&] {
-    Worker worker(options, *toolchain);
+    Worker worker(options, *toolchain, ceilings);
     CompilePool pool(toolchain->compiler(), options.compile_threads);
     while (true) {
       proto::EvaluateTask task;
