@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "cli/agent_cmd.h"
 #include "cli/daemon_cmd.h"
 #include "cli/eval_cmd.h"
 #include "cli/run_cmd.h"
@@ -75,6 +76,7 @@ int run_app(int argc, char** argv) {
   add_status_command(app, action);
   add_selftest_command(app, action);
   add_evaluator_command(app, action);
+  add_agent_command(app, action);
 
   struct Planned {
     const char* name;
@@ -82,7 +84,6 @@ int run_app(int argc, char** argv) {
     const char* step;
   };
   static constexpr Planned kPlanned[] = {
-      {"agent", "Run a proposal agent (built-in proposer or an LLM over HTTP)", "step 4"},
       {"export", "Write the best verified kernel of a target with its verification record",
        "step 4"},
       {"report", "Summarise a run: speedups, floors, search history", "step 4"},

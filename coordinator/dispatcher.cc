@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <utility>
 
 namespace kiln::coordinator {
 namespace {
@@ -19,7 +20,15 @@ int64_t epoch_ms(Clock::time_point t) {
 }
 
 bool serves(const proto::Hello& worker, const proto::EvaluateTask& task) {
-  return std::find(worker.backends.begin(), worker.backends.end(), task.backend) != worker.backends.end();
+  return worker.role == proto::kRoleEvaluator &&
+         std::find(worker.backends.begin(), worker.backends.end(), task.backend) != worker.backends.end();
+}
+
+// An agent takes proposal tasks for its backends (an agent that names none takes any).
+bool serves(const proto::Hello& worker, const proto::ProposeTask& task) {
+  return worker.role == proto::kRoleAgent &&
+         (worker.backends.empty() ||
+          std::find(worker.backends.begin(), worker.backends.end(), task.backend) != worker.backends.end());
 }
 
 }  // namespace
@@ -68,6 +77,72 @@ void Dispatcher::send(const std::string& peer, proto::Message body) {
   Status s = router_.send(peer, proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)}));
   if (!s.is_ok()) spdlog::debug("send to {}: {}", peer, s.to_string());
   peers_.mark_sent(peer, Clock::now());
+}
+
+bool Dispatcher::submit_proposal(proto::ProposeTask task) {
+  if (task.task_id.empty() || !proposal_ids_.insert(task.task_id).second) return false;
+  proposal_queue_.push_back({std::move(task), "", Clock::now() + options_.proposal_timeout});
+  return true;
+}
+
+std::vector<proto::Proposal> Dispatcher::take_proposals() { return std::exchange(proposals_, {}); }
+
+size_t Dispatcher::agents() const {
+  return std::count_if(workers_.begin(), workers_.end(),
+                       [](const auto& w) { return w.second.hello.role == proto::kRoleAgent; });
+}
+
+void Dispatcher::fail_proposal(const std::string& task_id, const std::string& why) {
+  proto::Proposal failed;
+  failed.task_id = task_id;
+  failed.error = why;
+  if (auto it = proposals_in_flight_.find(task_id); it != proposals_in_flight_.end()) {
+    failed.target = it->second.task.target;
+    proposals_in_flight_.erase(it);
+  } else {
+    auto q = std::find_if(proposal_queue_.begin(), proposal_queue_.end(),
+                          [&](const ProposalFlight& f) { return f.task.task_id == task_id; });
+    if (q == proposal_queue_.end()) return;
+    failed.target = q->task.target;
+    proposal_queue_.erase(q);
+  }
+  spdlog::warn("proposal task {} for {} failed: {}", task_id, failed.target, why);
+  proposal_ids_.erase(task_id);
+  ++stats_.proposals_failed;
+  proposals_.push_back(std::move(failed));
+}
+
+void Dispatcher::on_proposal(const std::string& peer, proto::Proposal proposal) {
+  auto it = proposals_in_flight_.find(proposal.task_id);
+  if (it == proposals_in_flight_.end() || it->second.peer != peer) {
+    ++stats_.duplicates;
+    spdlog::info("dropping a proposal for task {} from {}: not in flight there", proposal.task_id, peer);
+    return;
+  }
+  if (proposal.target.empty()) proposal.target = it->second.task.target;
+  if (proposal.target != it->second.task.target) {
+    fail_proposal(proposal.task_id, "the agent answered for target '" + proposal.target + "', not '" +
+                                        it->second.task.target + "'");
+    return;
+  }
+  proposals_in_flight_.erase(it);
+  proposal_ids_.erase(proposal.task_id);
+  if (proposal.error.empty()) ++stats_.proposals;
+  else ++stats_.proposals_failed;
+  proposals_.push_back(std::move(proposal));
+}
+
+void Dispatcher::lose_worker_tasks(const std::string& peer, const std::string& why, bool died) {
+  auto w = workers_.find(peer);
+  if (w != workers_.end()) {
+    std::vector<std::string> held(w->second.tasks.begin(), w->second.tasks.end());
+    for (const auto& t : held) requeue(t, why, died);
+  }
+  std::vector<std::string> asked;
+  for (const auto& [id, f] : proposals_in_flight_) {
+    if (f.peer == peer) asked.push_back(id);
+  }
+  for (const auto& id : asked) fail_proposal(id, why);
 }
 
 void Dispatcher::requeue(const std::string& task_id, const std::string& why, bool worker_died) {
@@ -133,6 +208,10 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
                  hello->backends.empty() ? "none" : hello->backends.front());
     return Status::ok();
   }
+  if (auto* proposal = std::get_if<proto::Proposal>(&env->body)) {
+    on_proposal(peer, std::move(*proposal));
+    return Status::ok();
+  }
   if (auto* result = std::get_if<proto::EvaluationResult>(&env->body)) {
     // Taken from any peer: a worker declared dead, or one that has not said hello again since a
     // coordinator restart, may still deliver the answer to a task in flight.
@@ -149,8 +228,7 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
     worker->second.credits += credit->count;
   } else if (auto* bye = std::get_if<proto::Bye>(&env->body)) {
     spdlog::info("worker {} left: {}", worker->second.hello.worker_id, bye->reason);
-    std::vector<std::string> held(worker->second.tasks.begin(), worker->second.tasks.end());
-    for (const auto& t : held) requeue(t, "its worker left", false);
+    lose_worker_tasks(peer, "its worker left", false);
     workers_.erase(worker);
     peers_.remove(peer);
   } else if (std::holds_alternative<proto::Heartbeat>(env->body) ||
@@ -168,6 +246,18 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
 
 Status Dispatcher::dispatch() {
   for (auto& [peer, w] : workers_) {
+    while (w.credits > 0 && w.hello.role == proto::kRoleAgent) {
+      auto it = std::find_if(proposal_queue_.begin(), proposal_queue_.end(),
+                             [&](const ProposalFlight& f) { return serves(w.hello, f.task); });
+      if (it == proposal_queue_.end()) break;
+      proto::ProposeTask task = std::move(it->task);
+      proposal_queue_.erase(it);
+      --w.credits;
+      ++stats_.proposals_sent;
+      const std::string id = task.task_id;
+      send(peer, task);
+      proposals_in_flight_[id] = {std::move(task), peer, Clock::now() + options_.proposal_timeout};
+    }
     while (w.credits > 0) {
       auto it = std::find_if(queue_.begin(), queue_.end(),
                              [&](const proto::EvaluateTask& t) { return serves(w.hello, t); });
@@ -220,8 +310,7 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
     ++stats_.workers_lost;
     spdlog::warn("worker {} is silent; its {} task(s) go back to the queue", w->second.hello.worker_id,
                  w->second.tasks.size());
-    std::vector<std::string> held(w->second.tasks.begin(), w->second.tasks.end());
-    for (const auto& t : held) requeue(t, "worker " + w->second.hello.worker_id + " went silent", true);
+    lose_worker_tasks(peer, "worker " + w->second.hello.worker_id + " went silent", true);
     workers_.erase(w);
   }
   std::vector<std::string> stale;
@@ -229,6 +318,14 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
     if (f.deadline <= now) stale.push_back(id);
   }
   for (const auto& id : stale) requeue(id, "its lease expired", false);
+  std::vector<std::string> late;
+  for (const auto& [id, f] : proposals_in_flight_) {
+    if (f.deadline <= now) late.push_back(id);
+  }
+  for (const auto& f : proposal_queue_) {
+    if (f.deadline <= now) late.push_back(f.task.task_id);
+  }
+  for (const auto& id : late) fail_proposal(id, "no proposal within the timeout");
   for (const std::string& peer : peers_.peers_due_heartbeat(now)) send(peer, proto::Heartbeat{});
   KILN_RETURN_IF_ERROR(dispatch());
   return std::move(merged_);

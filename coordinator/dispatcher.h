@@ -9,6 +9,9 @@
 // - a task that was in flight on `max_kills` workers that died is quarantined as poison with the
 //   reason, instead of killing the farm one worker at a time;
 // - a malformed message gets an error reply naming the problem, and the loop goes on.
+// Proposal tasks (`propose`) go to agents the same way, credit by credit, but hold no lease: a
+// proposal is cheap to ask again, so one whose agent dies or that outlives `proposal_timeout`
+// comes back from take_proposals() as a Proposal with `error` set, and the search asks elsewhere.
 #pragma once
 
 #include <chrono>
@@ -37,6 +40,8 @@ struct DispatcherOptions {
   // still heartbeats); long enough for the slowest honest evaluation.
   std::chrono::milliseconds lease{std::chrono::minutes(10)};
   uint32_t max_kills = 3;  // workers a task may take down before it is quarantined
+  // How long an agent may take over one `propose` task (an LLM call with its retries).
+  std::chrono::milliseconds proposal_timeout{std::chrono::minutes(3)};
   std::string node = "coordinator";
 };
 
@@ -54,6 +59,9 @@ struct DispatchStats {
   uint64_t requeued = 0;         // tasks put back after a worker died or a lease expired
   uint64_t malformed = 0;        // messages that did not decode
   uint64_t workers_lost = 0;
+  uint64_t proposals_sent = 0;     // propose tasks handed to agents
+  uint64_t proposals = 0;          // proposals received in time
+  uint64_t proposals_failed = 0;   // agent lost, timed out, or answered with an error
 };
 
 class Dispatcher {
@@ -67,6 +75,13 @@ class Dispatcher {
   // Queues a task (its task_id must be unique among queued and in-flight tasks: a second submit
   // of the same id is ignored and returns false).
   bool submit(proto::EvaluateTask task);
+
+  // Queues a `propose` task for an agent. Same uniqueness rule as submit().
+  bool submit_proposal(proto::ProposeTask task);
+
+  // Proposals answered since the last call, and failed ones (error set: the agent was lost, the
+  // task timed out, or the agent answered with an error), each exactly once per submitted task.
+  std::vector<proto::Proposal> take_proposals();
 
   // After a restart: every lease in Redis becomes a queued task again (its worker, if alive, will
   // reconnect and answer; whichever answer comes first is merged). Returns how many.
@@ -83,6 +98,8 @@ class Dispatcher {
   size_t queued() const { return queue_.size(); }
   size_t in_flight() const { return in_flight_.size(); }
   size_t workers() const { return workers_.size(); }
+  size_t agents() const;                 // connected workers in the agent role
+  size_t proposals_pending() const { return proposal_queue_.size() + proposals_in_flight_.size(); }
   const std::vector<Quarantined>& quarantined() const { return quarantined_; }
   const DispatchStats& stats() const { return stats_; }
 
@@ -91,6 +108,11 @@ class Dispatcher {
     proto::Hello hello;
     uint32_t credits = 0;
     std::set<std::string> tasks;  // task ids in flight on this worker
+  };
+  struct ProposalFlight {
+    proto::ProposeTask task;
+    std::string peer;
+    std::chrono::steady_clock::time_point deadline;
   };
   struct Flight {
     proto::EvaluateTask task;
@@ -105,6 +127,9 @@ class Dispatcher {
   Status dispatch();
   void send(const std::string& peer, proto::Message body);
   void requeue(const std::string& task_id, const std::string& why, bool worker_died);
+  void fail_proposal(const std::string& task_id, const std::string& why);
+  void on_proposal(const std::string& peer, proto::Proposal proposal);
+  void lose_worker_tasks(const std::string& peer, const std::string& why, bool died);
 
   redis::Store* store_;
   DispatcherOptions options_;
@@ -118,6 +143,10 @@ class Dispatcher {
   std::map<std::string, uint32_t> kills_;      // task id -> workers lost while holding it
   std::vector<proto::EvaluationResult> merged_;  // this turn's results
   std::vector<Quarantined> quarantined_;
+  std::deque<ProposalFlight> proposal_queue_;  // peer empty; deadline counts from submit
+  std::map<std::string, ProposalFlight> proposals_in_flight_;  // by task id
+  std::set<std::string> proposal_ids_;          // every proposal task id queued or in flight
+  std::vector<proto::Proposal> proposals_;      // answered or failed, not yet taken
   DispatchStats stats_;
 };
 

@@ -1,0 +1,68 @@
+// `kiln agent --connect tcp://HOST:PORT --proposer builtin`: runs a proposal agent until SIGINT
+// or SIGTERM or until the coordinator says bye.
+#include "cli/agent_cmd.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "agent/agent_daemon.h"
+#include <sstream>
+
+namespace kiln::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};  // reachable from the signal handler
+
+void on_signal(int) { g_stop.store(true); }
+
+int run_agent(agent::AgentOptions options, const std::string& backends) {
+  std::stringstream list(backends);
+  for (std::string b; std::getline(list, b, ',');) {
+    if (b.empty()) continue;
+    if (b != "cuda" && b != "cpu") {
+      std::fprintf(stderr, "kiln agent: --backends takes cuda and/or cpu, not '%s'\n", b.c_str());
+      return 2;
+    }
+    options.backends.push_back(b);
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  Status s = agent::run_agent_daemon(options, g_stop);
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "kiln agent: %s\n", s.message().c_str());
+    return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_agent_command(CLI::App& app, std::function<int()>& action) {
+  auto o = std::make_shared<agent::AgentOptions>();
+  auto backends = std::make_shared<std::string>();
+  CLI::App* sub = app.add_subcommand(
+      "agent",
+      "Run a proposal agent: connects to a coordinator (`kiln coordinator` or `kiln run`, whose\n"
+      "endpoint is in <out>/endpoint), takes `propose` tasks (a target and its parents) and answers\n"
+      "with new candidates. `--proposer builtin` makes template configurations with kiln's search\n"
+      "operators (mutation in the playbook's tier order, crossover, variant switch); the coordinator\n"
+      "dedupes, evaluates and judges them. Agents add proposal capacity beside the coordinator's own\n"
+      "built-in proposer; several may connect. Stop with SIGINT/SIGTERM.");
+  sub->add_option("--connect", o->connect, "Coordinator endpoint, e.g. tcp://10.0.0.5:5555")->required();
+  sub->add_option("--proposer", o->proposer, "Proposer: builtin (LLM proposers arrive with step 6)")
+      ->capture_default_str();
+  sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in; must match the coordinator's)");
+  sub->add_option("--backends", *backends, "Backends it proposes for, comma-separated (default: any)");
+  sub->add_option("--capacity", o->capacity, "Propose tasks held at once")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed of the proposer")->capture_default_str();
+  sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-agent-pid)");
+  sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();
+  sub->callback([&action, o, backends] { action = [o, backends] { return run_agent(*o, *backends); }; });
+}
+
+}  // namespace kiln::cli

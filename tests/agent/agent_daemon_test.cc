@@ -1,0 +1,203 @@
+// The proposal path between the coordinator's Dispatcher and a real agent daemon
+// (run_agent_daemon in a thread, over real ZeroMQ sockets, the Dispatcher's leases in a real
+// redis-server): propose tasks reach only agents and evaluate tasks only evaluators; answers are
+// template configurations that satisfy the constraints and are never repeated; a task the agent
+// cannot serve comes back with an error; an agent that stops fails what it held, and a task no
+// agent takes fails at its timeout -- each exactly once.
+#include "agent/agent_daemon.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "coordinator/dispatcher.h"
+#include "shared/redis_client.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The first value of every parameter of reduce's cpu template: a configuration to start from.
+Params reduce_parent() {
+  Result<TargetSpec> spec = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
+  EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
+  Params p;
+  if (!spec.is_ok()) return p;
+  for (const auto& [name, values] : spec->backend("cpu")->tunable->space) p[name] = std::to_string(values.front());
+  return p;
+}
+
+proto::ProposeTask propose(const std::string& id, const std::string& target, const Params& parent) {
+  proto::ProposeTask t;
+  t.task_id = id;
+  t.target = target;
+  t.arch = "cpu/test";
+  t.backend = "cpu";
+  proto::ParentInfo p;
+  p.candidate_id = "parent-of-" + id;
+  p.params = parent;
+  p.time_us = 100;
+  t.parents.push_back(p);
+  t.count = 2;
+  return t;
+}
+
+class AgentDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.started()) << server_.error();
+    redis::RedisOptions o;
+    o.url = "unix://" + server_.socket_path();
+    auto c = redis::RedisClient::connect(o);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    client_.emplace(std::move(c).value());
+    store_.emplace(*client_);
+    ASSERT_TRUE(store_->init_schema().is_ok());
+    coordinator::DispatcherOptions d;
+    d.heartbeat.interval_ms = 50;
+    d.proposal_timeout = std::chrono::milliseconds(1500);
+    auto disp = coordinator::Dispatcher::create(ctx_, *store_, d);
+    ASSERT_TRUE(disp.is_ok()) << disp.status().to_string();
+    dispatcher_ = std::move(disp).value();
+  }
+  void TearDown() override { stop_agent(); }
+
+  void start_agent() {
+    AgentOptions a;
+    a.connect = dispatcher_->endpoint();
+    a.targets_dir = std::string(KILN_SOURCE_DIR) + "/targets";
+    a.worker_id = "agent-under-test";
+    a.heartbeat.interval_ms = 50;
+    agent_ = std::thread([this, a] { agent_status_ = run_agent_daemon(a, stop_); });
+  }
+  void stop_agent() {
+    stop_.store(true);
+    if (agent_.joinable()) agent_.join();
+  }
+  // Polls the dispatcher until `done` holds or 10 s pass; collects proposals.
+  bool run_until(const std::function<bool()>& done) {
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < give_up) {
+      auto r = dispatcher_->poll(10);
+      EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+      for (auto& p : dispatcher_->take_proposals()) proposals_.push_back(std::move(p));
+      if (done()) return true;
+    }
+    return false;
+  }
+
+  testing::RedisServer server_;
+  std::optional<redis::RedisClient> client_;
+  std::optional<redis::Store> store_;
+  zmq::context_t ctx_;
+  std::unique_ptr<coordinator::Dispatcher> dispatcher_;
+  std::atomic<bool> stop_{false};
+  std::thread agent_;
+  Status agent_status_;
+  std::vector<proto::Proposal> proposals_;
+};
+
+TEST_F(AgentDaemonTest, AnswersWithNewValidTemplateConfigurationsAndErrorsForWhatItCannotServe) {
+  start_agent();
+  ASSERT_TRUE(run_until([&] { return dispatcher_->agents() == 1; }));
+  // An evaluate task is never handed to an agent, even one that names no backend.
+  proto::EvaluateTask eval;
+  eval.task_id = "e1";
+  eval.candidate_id = "c1";
+  eval.target = "reduce";
+  eval.backend = "cpu";
+  eval.source = "x";
+  ASSERT_TRUE(dispatcher_->submit(eval));
+
+  const Params parent = reduce_parent();
+  ASSERT_TRUE(dispatcher_->submit_proposal(propose("p1", "reduce", parent)));
+  ASSERT_FALSE(dispatcher_->submit_proposal(propose("p1", "reduce", parent)));  // same id: ignored
+  ASSERT_TRUE(dispatcher_->submit_proposal(propose("p2", "no_such_target", parent)));
+  ASSERT_TRUE(run_until([&] { return proposals_.size() == 2; }));
+  EXPECT_EQ(dispatcher_->in_flight(), 0u);  // the evaluate task still waits for an evaluator
+  EXPECT_EQ(dispatcher_->queued(), 1u);
+
+  std::map<std::string, proto::Proposal> by_id;
+  for (const auto& p : proposals_) by_id[p.task_id] = p;
+  ASSERT_TRUE(by_id.count("p2"));
+  EXPECT_TRUE(by_id["p2"].candidates.empty());
+  EXPECT_NE(by_id["p2"].error.find("no_such_target"), std::string::npos) << by_id["p2"].error;
+  ASSERT_TRUE(by_id.count("p1"));
+  EXPECT_TRUE(by_id["p1"].error.empty()) << by_id["p1"].error;
+  ASSERT_FALSE(by_id["p1"].candidates.empty());
+  for (const auto& c : by_id["p1"].candidates) EXPECT_NE(c.params, parent);
+  EXPECT_EQ(dispatcher_->stats().proposals, 1u);
+  EXPECT_EQ(dispatcher_->stats().proposals_failed, 1u);
+}
+
+TEST(BuiltinAgent, ProposesDistinctValidChildrenOfAParentAndNeverRepeatsThem) {
+  const std::string dir = std::string(KILN_SOURCE_DIR) + "/targets";
+  Result<TargetSpec> spec = load_target(dir + "/reduce");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  const KernelSpec& tmpl = *spec->backend("cpu")->tunable;
+  const Params parent = reduce_parent();
+
+  BuiltinAgent agent(dir, 7);
+  std::set<Params> seen = {parent};
+  size_t proposed = 0;
+  for (int round = 0; round < 3; ++round) {
+    proto::Proposal p = agent.answer(propose("t" + std::to_string(round), "reduce", parent));
+    EXPECT_EQ(p.task_id, "t" + std::to_string(round));
+    EXPECT_EQ(p.target, "reduce");
+    for (const auto& c : p.candidates) {
+      EXPECT_EQ(c.source, tmpl.source);
+      EXPECT_EQ(c.parent_id, "parent-of-t" + std::to_string(round));
+      EXPECT_FALSE(c.operator_name.empty());
+      for (const auto& [name, values] : tmpl.space) {
+        ASSERT_TRUE(c.params.count(name)) << name;
+      }
+      EXPECT_TRUE(seen.insert(c.params).second) << "proposed twice or the parent itself";
+      ++proposed;
+    }
+    if (p.candidates.empty()) {
+      EXPECT_FALSE(p.error.empty());
+    }
+  }
+  EXPECT_GE(proposed, 2u);  // reduce's cpu template has room for at least two children
+  // A backend the target lacks, or a task without parents, gets an error that says why.
+  proto::ProposeTask other = propose("y", "reduce", parent);
+  other.backend = "rocm";
+  proto::Proposal bad = agent.answer(other);
+  EXPECT_TRUE(bad.candidates.empty());
+  EXPECT_NE(bad.error.find("rocm"), std::string::npos) << bad.error;
+  proto::ProposeTask orphan = propose("z", "reduce", parent);
+  orphan.parents.clear();
+  EXPECT_NE(agent.answer(orphan).error.find("no parent"), std::string::npos);
+}
+
+TEST_F(AgentDaemonTest, ProposalsHeldByAnAgentThatStopsFailOnceAndUntakenOnesTimeOut) {
+  // No agent: the task waits in the queue, then fails at its timeout, once.
+  ASSERT_TRUE(dispatcher_->submit_proposal(propose("lonely", "reduce", {})));
+  ASSERT_TRUE(run_until([&] { return !proposals_.empty(); }));
+  ASSERT_EQ(proposals_.size(), 1u);
+  EXPECT_EQ(proposals_[0].task_id, "lonely");
+  EXPECT_NE(proposals_[0].error.find("timeout"), std::string::npos) << proposals_[0].error;
+  EXPECT_EQ(dispatcher_->proposals_pending(), 0u);
+  EXPECT_EQ(dispatcher_->stats().proposals_failed, 1u);
+  // The same id may be asked again once it is answered; an agent that arrives later takes it.
+  EXPECT_TRUE(dispatcher_->submit_proposal(propose("lonely", "reduce", reduce_parent())));
+  start_agent();
+  ASSERT_TRUE(run_until([&] { return proposals_.size() == 2; }));
+  EXPECT_TRUE(proposals_[1].error.empty()) << proposals_[1].error;
+  EXPECT_FALSE(proposals_[1].candidates.empty());
+
+  // An agent that leaves (bye) is no longer counted.
+  stop_agent();
+  ASSERT_TRUE(run_until([&] { return dispatcher_->agents() == 0; }));
+  EXPECT_TRUE(agent_status_.is_ok()) << agent_status_.to_string();
+}
+
+}  // namespace
+}  // namespace kiln::agent
