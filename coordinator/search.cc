@@ -38,6 +38,9 @@ SearchParams search_params_from(const SearchConfig& config) {
   p.islands = config.islands;
   p.capacity = config.population;
   p.min_gain_rel = config.min_gain_rel;
+  p.rank_alpha = config.rank_alpha;
+  p.children_beta = config.children_beta;
+  p.migration_interval = config.migration_interval;
   return p;
 }
 
@@ -281,6 +284,8 @@ ConvergenceLimits convergence_limits_from(const SearchConfig& config) {
   ConvergenceLimits l;
   l.max_proposals_without_gain = config.max_proposals_without_gain;
   l.time_budget_s = config.time_budget_s;
+  l.floor_fraction = config.floor_fraction;
+  l.speedup_target = config.speedup_target;
   return l;
 }
 

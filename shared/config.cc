@@ -53,8 +53,26 @@ Status read_search(JsonFields& f, SearchConfig* c) {
   KILN_RETURN_IF_ERROR(f.get("max_proposals_without_gain", &c->max_proposals_without_gain));
   KILN_RETURN_IF_ERROR(f.get("min_gain_rel", &c->min_gain_rel));
   KILN_RETURN_IF_ERROR(f.get("time_budget_s", &c->time_budget_s));
+  KILN_RETURN_IF_ERROR(f.get("rank_alpha", &c->rank_alpha));
+  KILN_RETURN_IF_ERROR(f.get("children_beta", &c->children_beta));
+  KILN_RETURN_IF_ERROR(f.get("migration_interval", &c->migration_interval));
+  KILN_RETURN_IF_ERROR(f.get("floor_fraction", &c->floor_fraction));
+  KILN_RETURN_IF_ERROR(f.get("speedup_target", &c->speedup_target));
   if (c->islands == 0) return f.field_error("islands", "must be at least 1");
   if (c->population == 0) return f.field_error("population", "must be at least 1");
+  if (!(c->min_gain_rel >= 0 && c->min_gain_rel < 1)) {
+    return f.field_error("min_gain_rel", "must be between 0 and 1 (e.g. 0.01 for 1%)");
+  }
+  if (!(c->rank_alpha >= 0 && c->rank_alpha <= 16)) return f.field_error("rank_alpha", "must be between 0 and 16");
+  if (!(c->children_beta >= 0 && c->children_beta <= 16)) {
+    return f.field_error("children_beta", "must be between 0 and 16");
+  }
+  if (!(c->floor_fraction >= 0 && c->floor_fraction <= 1)) {
+    return f.field_error("floor_fraction", "must be between 0 and 1 (e.g. 0.95; 0 turns it off)");
+  }
+  if (!(c->speedup_target == 0 || c->speedup_target >= 1) || !(c->speedup_target < 1e9)) {
+    return f.field_error("speedup_target", "must be 0 (off) or at least 1 (e.g. 2 for twice the seed's speed)");
+  }
   return f.finish();
 }
 

@@ -42,6 +42,11 @@ struct SearchConfig {
   uint32_t max_proposals_without_gain = 64;    // convergence
   double min_gain_rel = 0.01;                  // acceptance: faster than parent by max(this, noise)
   uint32_t time_budget_s = 0;                  // 0: no budget
+  double rank_alpha = 1.0;                     // selection: weight 1 / (rank + 1)^alpha ...
+  double children_beta = 1.0;                  // ... and 1 / (1 + children)^beta
+  uint32_t migration_interval = 16;            // accepted children between migrations (0: never)
+  double floor_fraction = 0;                   // convergence: best reaches this fraction of the floor (0: off)
+  double speedup_target = 0;                   // convergence: seed / best reaches this (0: off)
 };
 
 struct KilnConfig {

@@ -1,5 +1,7 @@
 #include "coordinator/search.h"
 
+#include "shared/config.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -482,6 +484,25 @@ TEST(SearchConfigParams, ChecksUserParamsAndReadsTheConfig) {
   ConvergenceLimits l = convergence_limits_from(c);
   EXPECT_EQ(l.max_proposals_without_gain, 10u);
   EXPECT_DOUBLE_EQ(l.time_budget_s, 60);
+}
+
+TEST(SearchConfig, SearchKnobsReachTheSearchAndItsConvergenceLimits) {
+  Result<KilnConfig> c = parse_config(R"({"search": {"rank_alpha": 2.5, "children_beta": 0,
+      "migration_interval": 4, "floor_fraction": 0.9, "speedup_target": 3, "population": 5}})", "run.json");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  SearchParams p = search_params_from(c->search);
+  EXPECT_DOUBLE_EQ(p.rank_alpha, 2.5);
+  EXPECT_DOUBLE_EQ(p.children_beta, 0);
+  EXPECT_EQ(p.migration_interval, 4u);
+  EXPECT_EQ(p.capacity, 5u);
+  ConvergenceLimits l = convergence_limits_from(c->search);
+  EXPECT_DOUBLE_EQ(l.floor_fraction, 0.9);
+  EXPECT_DOUBLE_EQ(l.speedup_target, 3);
+  // Defaults when the section leaves them out: no floor or speedup stop.
+  Result<KilnConfig> d = parse_config("{}", "run.json");
+  ASSERT_TRUE(d.is_ok());
+  EXPECT_DOUBLE_EQ(convergence_limits_from(d->search).floor_fraction, 0);
+  EXPECT_EQ(search_params_from(d->search).migration_interval, 16u);
 }
 
 }  // namespace
