@@ -27,7 +27,7 @@ TEST(KilnRunGpu, ReduceOnOneGpuBeatsItsSeedAndReportsItsFloor) {
   const std::string out = dir.path() + "/run";
   std::string output;
   const std::string cmd = testing::kiln_binary() + " run --targets reduce --backend cuda --gpus 0" +
-                          " --budget 90s --patience 12 --out " + out + " --cache-dir " + dir.path() +
+                          " --budget 45s --patience 12 --out " + out + " --cache-dir " + dir.path() +
                           "/cache --targets-dir " + testing::source_root() + "/targets 2>&1";
   ASSERT_EQ(testing::run_command(cmd, &output), 0) << output;
 
