@@ -10,6 +10,10 @@
 // d = 0, variance 0 and y = b exactly, and a large mean costs no precision; then two passes over
 // the registers (mean, then mean of squared deviations; never E[x^2] - E[x]^2), and
 // y = (d - mean) * rsqrt(var + eps) * w + b.
+// OCC > 0: __launch_bounds__(TPR * RPB, OCC) caps registers so OCC blocks fit per SM: the REG path
+// keeps a whole row's latency chain (load, two group sums, output) per group, so rows in flight
+// per SM (occupancy) set the speed (H100: 64 registers -> 8 rows per SM was the best of today's).
+// HINT 1 gives the x loads an L2 evict-first policy.
 // G (grid): 0 = one row per group, grid cdiv(M, RPB); 1 and 2 = persistent groups sized for 1024
 // or 2048 resident threads per SM of a 132-SM H100, looping over rows and loading the next row
 // into registers while the current one is reduced and written (G 1 also issues the w and b loads
@@ -36,7 +40,10 @@ constexpr int kWords = VB / 4;                          // 32-bit words per vect
 constexpr int kWarps = TPR / 32;                        // warps per row group
 constexpr bool kPrefetch = G != 0;
 constexpr bool kWbEarly = G == 1;  // w and b loaded before the reductions (measured: helps G 1 only)
-constexpr int kMinBlocks = G == 0 ? 1 : (1024 * G) / kBlock;
+#ifndef OCC
+#define OCC 0  // > 0: __launch_bounds__ minimum blocks per SM (caps registers for occupancy)
+#endif
+constexpr int kMinBlocks = OCC > 0 ? OCC : (G == 0 ? 1 : (1024 * G) / kBlock);
 static_assert(TPR >= 32 && (TPR & (TPR - 1)) == 0 && TPR <= 1024, "TPR: power of two, 32..1024");
 static_assert(kBlock <= 1024 && RPB <= 15, "block too large");
 static_assert(VB == 4 || VB == 8 || VB == 16, "VB: 4, 8 or 16");
@@ -77,9 +84,30 @@ __device__ __forceinline__ void pack(Raw& r, const float (&f)[kVec]) {
   }
 }
 
+#ifndef HINT
+#define HINT 0  // 1: x loads also carry an L2 evict-first cache policy (createpolicy, L2::cache_hint)
+#endif
+
+__device__ __forceinline__ unsigned long long x_policy() {
+  unsigned long long p = 0;
+#if HINT == 1
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+#endif
+  return p;
+}
+
 // x is read once: keep it out of L1. w and b are re-read by every row: let L1 keep them.
-__device__ __forceinline__ void load_stream(Raw& r, const T* p) {
-#if VB == 16
+__device__ __forceinline__ void load_stream(Raw& r, const T* p, unsigned long long policy) {
+#if HINT == 1 && VB == 16
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3]) : "l"(p), "l"(policy));
+#elif HINT == 1 && VB == 8
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+      : "=r"(r.u[0]), "=r"(r.u[1]) : "l"(p), "l"(policy));
+#elif HINT == 1
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;"
+      : "=r"(r.u[0]) : "l"(p), "l"(policy));
+#elif VB == 16
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
       : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3]) : "l"(p));
 #elif VB == 8
@@ -159,6 +187,7 @@ extern "C" __global__ void __launch_bounds__(kBlock, kMinBlocks)
 
   if (aligned && nv <= static_cast<long long>(TPR) * ITEMS) {
     const int nvr = static_cast<int>(nv);  // small here: 32-bit offsets within the row
+    const unsigned long long policy = x_policy();
     // ---------------- REG mode ----------------
     Raw cur[ITEMS], nxt[ITEMS];
     auto load_row = [&](Raw (&dst)[ITEMS], long long r) {
@@ -166,7 +195,7 @@ extern "C" __global__ void __launch_bounds__(kBlock, kMinBlocks)
 #pragma unroll
       for (int i = 0; i < ITEMS; ++i) {
         const int v = i * TPR + t;
-        if (v < nvr) load_stream(dst[i], xr + v * kVec);
+        if (v < nvr) load_stream(dst[i], xr + v * kVec, policy);
       }
     };
     load_row(cur, row);

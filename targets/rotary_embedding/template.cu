@@ -6,6 +6,9 @@
 // fp32 arithmetic: y[i] = x[i] c - x[i+R] s, y[i+R] = x[i+R] c + x[i] s. When R (or D) is not a
 // multiple of the vector or a pointer is not VB-aligned, the same code runs with scalar accesses.
 // Grid: cdiv(L, BLOCK / TX) * cdiv(B * H, HT) blocks, position tiles fastest.
+// HINT 1: the x loads also carry an L2 evict-first cache policy (createpolicy + L2::cache_hint), so
+// x's once-read lines are the first victims in L2 instead of dirty lines (y, or the timing's
+// flush). MINB > 0: __launch_bounds__(BLOCK, MINB) caps registers for MINB resident blocks per SM.
 #ifndef VB
 #define VB 16  // bytes per vector access: 4, 8 or 16 (>= sizeof(T))
 #endif
@@ -22,6 +25,13 @@
 #define UNR 4  // rows whose loads are issued together (at most HT)
 #endif
 
+#ifndef HINT
+#define HINT 0
+#endif
+#ifndef MINB
+#define MINB 0
+#endif
+
 constexpr int kVec = VB / static_cast<int>(sizeof(T));
 constexpr int kLT = BLOCK / TX;       // positions per block
 constexpr int kU = HT < UNR ? HT : UNR;  // rows whose loads are issued together
@@ -35,10 +45,13 @@ struct Pack {
 
 // Loads V elements at p (V * sizeof(T) bytes, aligned to that): streaming (x) or L1-cached (cos/sin).
 template <int V, bool kStream>
-__device__ __forceinline__ void load(Pack<V>& r, const T* p) {
+__device__ __forceinline__ void load(Pack<V>& r, const T* p, unsigned long long policy = 0) {
   constexpr int bytes = V * static_cast<int>(sizeof(T));
   if constexpr (bytes == 16) {
-    if constexpr (kStream) {
+    if constexpr (kStream && HINT == 1) {
+      asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                   : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3]) : "l"(p), "l"(policy));
+    } else if constexpr (kStream) {
       asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(r.u[0]), "=r"(r.u[1]), "=r"(r.u[2]), "=r"(r.u[3]) : "l"(p));
     } else {
@@ -125,6 +138,10 @@ __device__ __forceinline__ void rotate_tile(const T* __restrict__ x, const T* __
                                             long long BH, long long L, long long D, long long R,
                                             long long l, long long bh0, int tx) {
   const long long cols = R / V;
+  unsigned long long policy = 0;
+#if HINT == 1
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+#endif
   const T* cr = cs + l * R;
   const T* sr = sn + l * R;
 #pragma unroll 1
@@ -141,8 +158,8 @@ __device__ __forceinline__ void rotate_tile(const T* __restrict__ x, const T* __
         const long long bh = bh0 + j0 + u;
         if (bh < BH) {
           const T* xr = x + (bh * L + l) * D;
-          load<V, true>(lo[u], xr + i);
-          load<V, true>(hi[u], xr + R + i);
+          load<V, true>(lo[u], xr + i, policy);
+          load<V, true>(hi[u], xr + R + i, policy);
         }
       }
 #pragma unroll
@@ -169,7 +186,13 @@ __device__ __forceinline__ void rotate_tile(const T* __restrict__ x, const T* __
   }
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK)
+#if MINB > 0
+#define KILN_BOUNDS __launch_bounds__(BLOCK, MINB)
+#else
+#define KILN_BOUNDS __launch_bounds__(BLOCK)
+#endif
+
+extern "C" __global__ void KILN_BOUNDS
     rotary_embedding(const T* __restrict__ x, const T* __restrict__ cs, const T* __restrict__ sn,
                      T* __restrict__ y, long long B, long long H, long long L, long long D,
                      long long R) {
