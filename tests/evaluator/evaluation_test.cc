@@ -239,6 +239,52 @@ TEST(CandidateEvaluator, AdversarialSkipLeavesOutTheNamedInputsAndSaysWhy) {
   EXPECT_TRUE(seen);
 }
 
+// A kernel right at ordinary values but wrong at large ones in a dtype that is not the timed one
+// (it clamps f16 inputs to +-50): the adversarial stage checks every dtype, so it is caught there.
+constexpr const char* kClampingRowSum = R"(#include <cstdint>
+extern "C" void rowsum(const T* x, float* y, int64_t M, int64_t N) {
+  for (int64_t m = 0; m < M; ++m) {
+    float s = 0.f;
+    for (int64_t c = 0; c < N; ++c) {
+      float v = float(x[m * N + c]);
+      if (sizeof(T) == 2) v = v > 50.f ? 50.f : (v < -50.f ? -50.f : v);
+      s += v;
+    }
+    y[m] = s;
+  }
+}
+)";
+
+TEST(CandidateEvaluator, AdversarialStageChecksTheDtypesThatAreNotTimed) {
+  testing::TempDir dir;
+  nlohmann::json j = nlohmann::json::parse(kRowSumSpec);
+  j["dtypes"] = {"f32", "f16"};
+  j["tolerance"]["f16"] = {{"rel", 1e-2}, {"abs", 1e-2}, {"rms", 1e-3}};
+  j["backends"]["cpu"]["dtypes"] = {"f32", "f16"};  // f32 first: the timed dtype
+  j["shapes"]["benchmark"] = {{"M", 16}, {"N", 64}};
+  dir.write("rowsum/target.json", j.dump());
+  dir.write("rowsum/reference.cpp", kRowSumReference);
+  dir.write("rowsum/seed.cpp", kRowSumSeed);
+  proto::EvaluationResult honest = evaluate_cpu_seed(dir, "rowsum");
+  ASSERT_EQ(honest.outcome, proto::Outcome::kVerified) << stages(honest);
+  for (const auto& st : honest.stages) {
+    if (st.name == "adversarial") {
+      EXPECT_EQ(st.cases, 9u);  // 6 distributions in f32, 3 in f16
+      EXPECT_NE(st.detail.find("dtypes f16 f32"), std::string::npos) << st.detail;
+    }
+  }
+
+  testing::TempDir bad;
+  bad.write("rowsum/target.json", j.dump());
+  bad.write("rowsum/reference.cpp", kRowSumReference);
+  bad.write("rowsum/seed.cpp", kClampingRowSum);
+  proto::EvaluationResult r = evaluate_cpu_seed(bad, "rowsum");
+  EXPECT_EQ(r.outcome, proto::Outcome::kWrongAnswer) << stages(r);
+  ASSERT_FALSE(r.stages.empty());
+  EXPECT_EQ(r.stages.back().name, "adversarial") << stages(r);
+  EXPECT_FALSE(r.stages.back().passed);
+}
+
 TEST(CandidateEvaluator, TimedOutputsUseTheRowReferenceWhenThereIsOne) {
   testing::TempDir dir;
   dir.write("rowsum/target.json", kRowSumSpec);
