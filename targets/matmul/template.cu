@@ -17,6 +17,20 @@
 //    after wgmma.wait_group 1 one slice later). The consumers' wgmma read A and B straight from
 //    shared memory through matrix descriptors (128-byte swizzle; A K-major, B N-major =
 //    "transposed").
+//    CL 1 / 2 (clusters of 2 CTAs, __cluster_dims__): the two CTAs of a cluster compute
+//    vertically (CL 1) or horizontally (CL 2) adjacent tiles and so need the same B (CL 1) or A
+//    (CL 2) slice. Each CTA loads only its half of that shared operand (plus all of the other
+//    one) with cp.async, then one thread copies that half into the same place of the peer's stage
+//    with a 1-D bulk copy (cp.async.bulk shared::cta -> shared::cluster; the swizzled layout
+//    moves as plain bytes since both stages are 1024-byte aligned at the same offset), completing
+//    its bytes on the peer's `full` barrier (expect-tx). L2 -> SM traffic per CTA drops by a
+//    third (CL 1, 128x256). Stage reuse needs both CTAs' consumers: `empty` counts the consumer
+//    warps of both CTAs (remote arrive through mapa). 3 producer warps load, the 4th sends.
+//    PERS 1: persistent CTAs (grid = 132, or 66 clusters) walk the tiles unit0, unit0 + grid,
+//    ...; the ring's stages and barrier phases run on across tiles (global slice counter), the
+//    last slice of a tile is released after wgmma.wait_group 0, and C is written straight from
+//    the accumulators (4-byte column-pair stores) while the producers already load the next
+//    tile's slices, so the epilogue and the pipeline fill overlap.
 //
 // Shared-memory layouts (both variants), in 16-byte chunks of 8 elements, XOR-swizzled so that
 // the 8 row addresses of an ldmatrix (or a wgmma core matrix) and the 8 chunks written by 8
@@ -67,6 +81,12 @@
 #endif
 #ifndef STAGES
 #define STAGES 4  // shared-memory pipeline depth
+#endif
+#ifndef CL
+#define CL 0  // IMPL 1: 0 one CTA per tile; 1/2: CTA pairs (cluster 2) sharing B/A slices (DSMEM)
+#endif
+#ifndef PERS
+#define PERS 0  // IMPL 1: 1 = persistent CTAs walking the tiles, epilogue from registers
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8  // tile rows per raster group (not a search parameter)
@@ -149,19 +169,23 @@ __device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ g, long
   constexpr int CPR = COLS / 8;  // chunks per row
   static_assert(NTHR % CPR == 0, "threads must cover whole rows");
   constexpr int RP = NTHR / CPR;  // rows per pass
-  static_assert(ROWS % RP == 0, "passes must cover the tile");
-  constexpr int PASSES = ROWS / RP;
+  constexpr int PASSES = (ROWS + RP - 1) / RP;  // the last pass is partial if RP does not divide
+  constexpr bool RAGGED = ROWS % RP != 0;
   const int c = tid % CPR, rb = tid / CPR;
   const long long gc = c0 + c * 8;
   auto off = [](int r, int cc) { return IS_A ? a_off(r, cc) : b_off(r, cc); };
   if (mode == 0) {
     const T* gp = g + (r0 + rb) * ld + gc;
 #pragma unroll
-    for (int p = 0; p < PASSES; ++p) cp_async_16(dst + off(rb + p * RP, c), gp + p * RP * ld, 16);
+    for (int p = 0; p < PASSES; ++p) {
+      if (RAGGED && rb + p * RP >= ROWS) continue;
+      cp_async_16(dst + off(rb + p * RP, c), gp + p * RP * ld, 16);
+    }
   } else if (mode == 1) {
     const bool col_ok = gc < ncols;
 #pragma unroll
     for (int p = 0; p < PASSES; ++p) {
+      if (RAGGED && rb + p * RP >= ROWS) continue;
       const long long gr = r0 + rb + p * RP;
       const bool ok = col_ok && gr < nrows;
       const T* src = ok ? g + gr * ld + gc : g;  // never read when !ok (src-size 0)
@@ -171,6 +195,7 @@ __device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ g, long
     const unsigned short* gs = reinterpret_cast<const unsigned short*>(g);
 #pragma unroll 1
     for (int p = 0; p < PASSES; ++p) {
+      if (RAGGED && rb + p * RP >= ROWS) continue;
       const long long gr = r0 + rb + p * RP;
       u32 w[4];
 #pragma unroll
@@ -185,11 +210,13 @@ __device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ g, long
   }
 }
 
-// Tile (tm, tn) of this block: groups of GROUP_M tile rows, walked down the rows then across.
-__device__ __forceinline__ void tile_coords(long long M, long long N, int& tm, int& tn) {
-  const int grid_m = static_cast<int>((M + BM - 1) / BM),
-            grid_n = static_cast<int>((N + BN - 1) / BN);
-  const int pid = blockIdx.x;
+// Tile (tm, tn) of TM x TN tiles for block (or cluster) number pid: groups of GROUP_M tile rows,
+// walked down the rows then across.
+template <int TM = BM, int TN = BN>
+__device__ __forceinline__ void tile_coords(long long M, long long N, int& tm, int& tn,
+                                            int pid = blockIdx.x) {
+  const int grid_m = static_cast<int>((M + TM - 1) / TM),
+            grid_n = static_cast<int>((N + TN - 1) / TN);
   const int width = GROUP_M * grid_n;
   const int group = pid / width;
   const int first_m = group * GROUP_M;
@@ -374,6 +401,12 @@ constexpr u32 BAR_OFF = RING_BYTES > STAGING_BYTES ? RING_BYTES : STAGING_BYTES;
 static_assert(BK == 64, "the wgmma variant uses 64-element (128-byte) K slices");
 static_assert(MW >= 1 && BM % (64 * CONSUMERS) == 0, "BM is a multiple of 128");
 static_assert(BN == 128 || BN == 256, "wgmma N is 128 or 256");
+// Clusters: 3 producer warps load, the 4th sends this CTA's half of the shared operand (B for
+// CL 1: BN/2 columns = BN/128 column blocks; A for CL 2: BM/2 rows) to the peer CTA.
+constexpr int LOADERS = 96;
+constexpr u32 HALF_BYTES = CL == 1 ? B_BYTES / 2 : A_BYTES / 2;
+static_assert(CL == 0 || CL == 1 || CL == 2, "CL is 0 (no cluster), 1 (share B) or 2 (share A)");
+static_assert(CL != 1 || BN % 128 == 0, "B halves are whole 64-column blocks");
 
 // clang-format off
 #define WG_REGS64 \
@@ -451,106 +484,334 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
   } while (!done);
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+// ---- 2-CTA clusters (CL 1 and 2): PTX for distributed shared memory.
+// The address of the same shared-memory byte in CTA `rank` of the cluster (shared::cluster window).
+__device__ __forceinline__ u32 peer_addr(u32 addr, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Arrive (release, cluster scope) on an mbarrier of another CTA of the cluster.
+__device__ __forceinline__ void mbar_arrive_remote(u32 bar_cluster) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_cluster)
+               : "memory");
+}
+// Arrive on a local mbarrier and raise its expected transaction count by `bytes`.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// Wait with acquire at cluster scope (the barrier collects arrivals from the peer CTA too).
+__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Bulk copy (async proxy, the TMA engine) of `bytes` from this CTA's shared memory to another
+// CTA's; completes `bytes` transactions on that CTA's mbarrier (both as shared::cluster addresses).
+__device__ __forceinline__ void bulk_copy_to_peer(u32 dst_cluster, u32 src, u32 bytes,
+                                                  u32 bar_cluster) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+      "[%3];\n" ::"r"(dst_cluster),
+      "r"(src), "r"(bytes), "r"(bar_cluster)
+      : "memory");
+}
+// Barrier over every thread of the cluster (release / acquire).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive;\nbarrier.cluster.wait;\n" ::: "memory");
+}
+
+#if CL != 0
+#define KILN_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#else
+#define KILN_CLUSTER_DIMS
+#endif
+
+extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long M,
            long long N, long long K) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_addr(smem_raw);
-  const u32 sbase = (raw + 1023u) & ~1023u;  // stage 0, 1024-byte aligned for the swizzle
-  const u32 full_bar = sbase + BAR_OFF, empty_bar = full_bar + 8 * STAGES;
-  int tm, tn;
-  tile_coords(M, N, tm, tn);
-  const long long m0 = static_cast<long long>(tm) * BM, n0 = static_cast<long long>(tn) * BN;
+  // Stage 0, 1024-byte aligned for the swizzle. The dynamic shared memory starts at the same
+  // offset in every CTA, so a stage's offset is the same in the peer CTA of a cluster.
+  const u32 sbase = (raw + 1023u) & ~1023u;
+  const u32 full_bar = sbase + BAR_OFF, empty_bar = full_bar + 8 * STAGES,
+            half_bar = empty_bar + 8 * STAGES;
+  // Work units: a tile (CL 0) or a cluster's pair of tiles (a 2BM x BN tile for CL 1, BM x 2BN
+  // for CL 2, of which CTA `rank` takes the upper/left or lower/right half). PERS 0: unit
+  // blockIdx.x (/ 2); PERS 1: units unit0, unit0 + stride, ... (persistent CTAs).
+  constexpr int TM = CL == 1 ? 2 * BM : BM, TN = CL == 2 ? 2 * BN : BN;
+  auto tile_origin = [&](int u, long long& m0_, long long& n0_) {
+    int tm_, tn_;
+    tile_coords<TM, TN>(M, N, tm_, tn_, u);
+    if constexpr (CL == 1) tm_ = 2 * tm_ + static_cast<int>(cluster_rank());
+    if constexpr (CL == 2) tn_ = 2 * tn_ + static_cast<int>(cluster_rank());
+    m0_ = static_cast<long long>(tm_) * BM;
+    n0_ = static_cast<long long>(tn_) * BN;
+  };
+  const int unit0 = CL == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x / 2);
+  long long m0_top = 0, n0_top = 0;  // PERS 0: this CTA's only tile
+  if constexpr (PERS == 0) tile_origin(unit0, m0_top, n0_top);
+  // Origin of unit u's tile (PERS 0: the one computed above).
+  auto origin = [&](int u, long long& m0_, long long& n0_) {
+    if constexpr (PERS == 0) {
+      m0_ = m0_top;
+      n0_ = n0_top;
+    } else {
+      tile_origin(u, m0_, n0_);
+    }
+  };
+  // Calls body(u, g0) for each unit of this CTA; g0 = number of K slices of its earlier units
+  // (the ring's stages and barrier phases run on across units).
+  auto for_units = [&](auto&& body) {
+    if constexpr (PERS == 0) {
+      body(unit0, 0);
+    } else {
+      const int units = static_cast<int>(((M + TM - 1) / TM) * ((N + TN - 1) / TN));
+      const int stride = CL == 0 ? static_cast<int>(gridDim.x) : static_cast<int>(gridDim.x / 2);
+      const int kt_n = static_cast<int>((K + BK - 1) / BK);
+      int g0 = 0;
+      for (int u = unit0; u < units; u += stride, g0 += kt_n) body(u, g0);
+    }
+  };
+  const u32 rank = CL == 0 ? 0u : cluster_rank();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool aligned = rows_aligned(A, B, N, K);
   const int KT = static_cast<int>((K + BK - 1) / BK);
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full_bar + 8 * s, PRODUCER_THREADS);  // one arrival per producer thread
-      mbar_init(empty_bar + 8 * s, CONSUMERS * 4);    // one arrival per consumer warp
+      // full: one arrival per loader thread (+ the expect-tx arrival of the peer's half)
+      mbar_init(full_bar + 8 * s, CL == 0 ? PRODUCER_THREADS : LOADERS + 1);
+      // empty: one arrival per consumer warp (of both CTAs of a cluster)
+      mbar_init(empty_bar + 8 * s, CONSUMERS * 4 * (CL == 0 ? 1 : 2));
+      if (CL != 0) mbar_init(half_bar + 8 * s, LOADERS);  // this CTA's shared half has landed
     }
+    if (CL != 0) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (CL == 0)
+    __syncthreads();
+  else
+    cluster_sync();  // the peer's barriers are initialised before anyone touches them
 
   if (warp >= CONSUMERS * 4) {
-    // ---- producers: fill stage kt % STAGES with slice kt once its previous use has retired.
     const int ptid = tid - CONSUMERS * 128;
-    for (int kt = 0; kt < KT; ++kt) {
-      const int s = kt % STAGES;
-      if (kt >= STAGES) mbar_wait(empty_bar + 8 * s, ((kt / STAGES) - 1) & 1);
-      const long long k0 = static_cast<long long>(kt) * BK;
-      const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
-      const int mode_a = !aligned ? 2 : (m0 + BM <= M && k0 + BK <= K) ? 0 : 1;
-      const int mode_b = !aligned ? 2 : (k0 + BK <= K && n0 + BN <= N) ? 0 : 1;
-      load_tile<BM, BK, PRODUCER_THREADS, true>(sa, A, K, m0, k0, M, K, ptid, mode_a);
-      load_tile<BK, BN, PRODUCER_THREADS, false>(sb, B, N, k0, n0, K, N, ptid, mode_b);
-      if (aligned) {
-        mbar_arrive_cp_async(full_bar + 8 * s);
-      } else {
-        // Plain st.shared writes: make them visible to the async proxy (wgmma), then arrive.
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        mbar_arrive(full_bar + 8 * s);
-      }
+    if constexpr (CL == 0) {
+      // ---- producers: fill stage g % STAGES with slice g once its previous use has retired.
+      for_units([&](int u, int g0) {
+        long long m0, n0;
+        origin(u, m0, n0);
+        for (int kt = 0; kt < KT; ++kt) {
+          const int g = g0 + kt;
+          const int s = g % STAGES;
+          if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+          const long long k0 = static_cast<long long>(kt) * BK;
+          const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+          const int mode_a = !aligned ? 2 : (m0 + BM <= M && k0 + BK <= K) ? 0 : 1;
+          const int mode_b = !aligned ? 2 : (k0 + BK <= K && n0 + BN <= N) ? 0 : 1;
+          load_tile<BM, BK, PRODUCER_THREADS, true>(sa, A, K, m0, k0, M, K, ptid, mode_a);
+          load_tile<BK, BN, PRODUCER_THREADS, false>(sb, B, N, k0, n0, K, N, ptid, mode_b);
+          if (aligned) {
+            mbar_arrive_cp_async(full_bar + 8 * s);
+          } else {
+            // Plain st.shared writes: make them visible to the async proxy (wgmma), then arrive.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            mbar_arrive(full_bar + 8 * s);
+          }
+        }
+      });
+      cp_async_wait<0>();
+    } else if (ptid < LOADERS) {
+      // ---- loaders (3 warps): this CTA's half of the shared operand first (the peer gets a copy
+      // of it), then the whole of the other operand. Stage s is reused once the consumers of
+      // BOTH CTAs have released it: then this CTA's copy of the slice and the peer's copy of
+      // this CTA's half are both dead, and the sender may overwrite the peer's stage too.
+      for_units([&](int u, int g0) {
+        long long m0, n0;
+        origin(u, m0, n0);
+        for (int kt = 0; kt < KT; ++kt) {
+          const int g = g0 + kt;
+          const int s = g % STAGES;
+          if (g >= STAGES) mbar_wait_cluster(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+          if (ptid == 0) mbar_arrive_expect_tx(full_bar + 8 * s, HALF_BYTES);  // the peer's half
+          const long long k0 = static_cast<long long>(kt) * BK;
+          const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+          if constexpr (CL == 1) {  // share B: this CTA loads columns [rank * BN/2, +BN/2)
+            const long long nh = n0 + rank * (BN / 2);
+            const int mode_h = !aligned ? 2 : (k0 + BK <= K && nh + BN / 2 <= N) ? 0 : 1;
+            load_tile<BK, BN / 2, LOADERS, false>(sb + rank * HALF_BYTES, B, N, k0, nh, K, N,
+                                                  ptid, mode_h);
+          } else {  // share A: this CTA loads rows [rank * BM/2, +BM/2)
+            const long long mh = m0 + rank * (BM / 2);
+            const int mode_h = !aligned ? 2 : (mh + BM / 2 <= M && k0 + BK <= K) ? 0 : 1;
+            load_tile<BM / 2, BK, LOADERS, true>(sa + rank * HALF_BYTES, A, K, mh, k0, M, K,
+                                                 ptid, mode_h);
+          }
+          if (aligned) {
+            mbar_arrive_cp_async(half_bar + 8 * s);
+          } else {
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            mbar_arrive(half_bar + 8 * s);
+          }
+          if constexpr (CL == 1) {
+            const int mode_a = !aligned ? 2 : (m0 + BM <= M && k0 + BK <= K) ? 0 : 1;
+            load_tile<BM, BK, LOADERS, true>(sa, A, K, m0, k0, M, K, ptid, mode_a);
+          } else {
+            const int mode_b = !aligned ? 2 : (k0 + BK <= K && n0 + BN <= N) ? 0 : 1;
+            load_tile<BK, BN, LOADERS, false>(sb, B, N, k0, n0, K, N, ptid, mode_b);
+          }
+          if (aligned) {
+            mbar_arrive_cp_async(full_bar + 8 * s);
+          } else {
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            mbar_arrive(full_bar + 8 * s);
+          }
+        }
+      });
+      cp_async_wait<0>();
+    } else if (ptid == LOADERS) {
+      // ---- sender (one thread): once this CTA's half of slice g has landed, copy it into the
+      // same place of the peer's stage (the layout is position-independent within the 1024-byte
+      // aligned stage) and complete its bytes on the peer's full barrier.
+      const u32 peer = rank ^ 1u;
+      const u32 half_off = (CL == 1 ? A_BYTES : 0u) + rank * HALF_BYTES;
+      for_units([&](int, int g0) {
+        for (int kt = 0; kt < KT; ++kt) {
+          const int g = g0 + kt;
+          const int s = g % STAGES;
+          mbar_wait(half_bar + 8 * s, (g / STAGES) & 1);
+          // The half was written by cp.async / st.shared (generic proxy); the bulk copy reads it
+          // through the async proxy.
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          const u32 src = sbase + s * STAGE_BYTES + half_off;
+          bulk_copy_to_peer(peer_addr(src, peer), src, HALF_BYTES,
+                            peer_addr(full_bar + 8 * s, peer));
+        }
+      });
     }
-    cp_async_wait<0>();  // then exit: the consumers finish the block
+    if constexpr (CL != 0) cluster_sync();  // matches the consumers' one below
   } else {
     // ---- consumers: warpgroup wg owns rows [wg * MW * 64, (wg + 1) * MW * 64) of the tile.
     const int wg = warp / 4, wq = warp % 4;
-    float acc[MW][NACC];
+    for_units([&](int u, int g0) {
+      float acc[MW][NACC];
 #pragma unroll
-    for (int mb = 0; mb < MW; ++mb) {
+      for (int mb = 0; mb < MW; ++mb) {
 #pragma unroll
-      for (int i = 0; i < NACC; ++i) acc[mb][i] = 0.f;
-      fence_acc(acc[mb]);
-    }
-    for (int kt = 0; kt < KT; ++kt) {
-      const int s = kt % STAGES;
-      mbar_wait(full_bar + 8 * s, (kt / STAGES) & 1);
-      // The cp.async writes (generic proxy) are now visible to this thread; order them before
-      // this thread's async-proxy reads (wgmma operands).
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-      const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
+        for (int i = 0; i < NACC; ++i) acc[mb][i] = 0.f;
+        fence_acc(acc[mb]);
+      }
+      for (int kt = 0; kt < KT; ++kt) {
+        const int g = g0 + kt;
+        const int s = g % STAGES;
+        mbar_wait(full_bar + 8 * s, (g / STAGES) & 1);
+        // The cp.async writes (generic proxy) are now visible to this thread; order them before
+        // this thread's async-proxy reads (wgmma operands).
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        // B: k rows 16kk.. (16 rows x 128 bytes = 2048 bytes further); LBO = 64-column block
-        // stride (64 rows x 128 bytes), SBO = 8 rows.
-        const u64 db = smem_desc(sb + kk * 2048, 64 * 128, 1024);
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          // B: k rows 16kk.. (16 rows x 128 bytes = 2048 bytes further); LBO = 64-column block
+          // stride (64 rows x 128 bytes), SBO = 8 rows.
+          const u64 db = smem_desc(sb + kk * 2048, 64 * 128, 1024);
 #pragma unroll
-        for (int mb = 0; mb < MW; ++mb) {
-          // A: rows of this m64 block, k elements 16kk.. (32 bytes into each 128-byte row;
-          // the hardware applies the swizzle to the address); SBO = 8 rows; LBO unused.
-          const u64 da = smem_desc(sa + (wg * MW + mb) * (64 * 128) + kk * 32, 16, 1024);
-          wgmma_tile(acc[mb], da, db);
+          for (int mb = 0; mb < MW; ++mb) {
+            // A: rows of this m64 block, k elements 16kk.. (32 bytes into each 128-byte row;
+            // the hardware applies the swizzle to the address); SBO = 8 rows; LBO unused.
+            const u64 da = smem_desc(sa + (wg * MW + mb) * (64 * 128) + kk * 32, 16, 1024);
+            wgmma_tile(acc[mb], da, db);
+          }
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        // Slice g-1's wgmma have retired: hand its stage back to the producers (of both CTAs).
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (kt > 0 && lane == 0) {
+          const u32 ps = 8 * ((g - 1) % STAGES);
+          mbar_arrive(empty_bar + ps);
+          if (CL != 0) mbar_arrive_remote(peer_addr(empty_bar + ps, cluster_rank() ^ 1u));
         }
       }
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-      // Slice kt-1's wgmma have retired: hand its stage back to the producers.
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-      if (kt > 0 && lane == 0) mbar_arrive(empty_bar + 8 * ((kt - 1) % STAGES));
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
-    for (int mb = 0; mb < MW; ++mb) fence_acc(acc[mb]);
-    // Every slice consumed (so every copy landed) and every wgmma retired: the ring is free for
-    // the staging tile. Named barrier 1 synchronizes the consumer warps only.
-    consumer_sync();
-    unsigned char* stage = smem_raw + (sbase - raw);
+      for (int mb = 0; mb < MW; ++mb) fence_acc(acc[mb]);
+      if constexpr (PERS == 0) {
+        long long m0, n0;
+        // Clusters: the peer is done with this CTA's shared memory (its bulk copies into it were
+        // consumed, its reads of this CTA's halves completed before it consumed them, its remote
+        // arrivals happened) before the ring is reused and before either CTA exits.
+        if constexpr (CL != 0) {
+          cluster_sync();
+          tile_origin(u, m0, n0);  // recomputed here rather than kept live through the loop
+        } else {
+          origin(u, m0, n0);
+        }
+        // Every slice consumed (so every copy landed) and every wgmma retired: the ring is free
+        // for the staging tile. Named barrier 1 synchronizes the consumer warps only.
+        consumer_sync();
+        unsigned char* stage = smem_raw + (sbase - raw);
 #pragma unroll
-    for (int mb = 0; mb < MW; ++mb) {
-      const int r = (wg * MW + mb) * 64 + wq * 16 + (lane >> 2);
+        for (int mb = 0; mb < MW; ++mb) {
+          const int r = (wg * MW + mb) * 64 + wq * 16 + (lane >> 2);
 #pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        const int c = j * 8 + 2 * (lane & 3);
-        *reinterpret_cast<u32*>(stage + (r * SP + c) * 2) =
-            pack2(acc[mb][4 * j], acc[mb][4 * j + 1]);
-        *reinterpret_cast<u32*>(stage + ((r + 8) * SP + c) * 2) =
-            pack2(acc[mb][4 * j + 2], acc[mb][4 * j + 3]);
+          for (int j = 0; j < BN / 8; ++j) {
+            const int c = j * 8 + 2 * (lane & 3);
+            *reinterpret_cast<u32*>(stage + (r * SP + c) * 2) =
+                pack2(acc[mb][4 * j], acc[mb][4 * j + 1]);
+            *reinterpret_cast<u32*>(stage + ((r + 8) * SP + c) * 2) =
+                pack2(acc[mb][4 * j + 2], acc[mb][4 * j + 3]);
+          }
+        }
+        consumer_sync();
+        store_tile<CONSUMERS * 128>(stage, C, M, N, m0, n0, tid);
+      } else {
+        // Persistent: release the unit's last slice, then write C straight from the
+        // accumulators (the ring is busy with the next unit's slices, which the producers are
+        // already loading): 4-byte stores of column pairs, element-wise at a ragged right edge
+        // or when rows of C are not 4-byte aligned.
+        if (lane == 0) {
+          const u32 ps = 8 * ((g0 + KT - 1) % STAGES);
+          mbar_arrive(empty_bar + ps);
+          if (CL != 0) mbar_arrive_remote(peer_addr(empty_bar + ps, cluster_rank() ^ 1u));
+        }
+        long long m0, n0;
+        tile_origin(u, m0, n0);
+        const bool vec = (N % 2 == 0) && (reinterpret_cast<u64>(C) % 4 == 0);
+        unsigned short* cs = reinterpret_cast<unsigned short*>(C);
+#pragma unroll
+        for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const long long gr = m0 + (wg * MW + mb) * 64 + wq * 16 + (lane >> 2) + 8 * h;
+            if (gr >= M) continue;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+              const long long gc = n0 + j * 8 + 2 * (lane & 3);
+              const u32 v = pack2(acc[mb][4 * j + 2 * h], acc[mb][4 * j + 2 * h + 1]);
+              if (vec && gc + 1 < N) {
+                *reinterpret_cast<u32*>(C + gr * N + gc) = v;
+              } else {
+                if (gc < N) cs[gr * N + gc] = static_cast<unsigned short>(v & 0xFFFFu);
+                if (gc + 1 < N) cs[gr * N + gc + 1] = static_cast<unsigned short>(v >> 16);
+              }
+            }
+          }
+        }
       }
-    }
-    consumer_sync();
-    store_tile<CONSUMERS * 128>(stage, C, M, N, m0, n0, tid);
+    });
+    if constexpr (PERS != 0 && CL != 0) cluster_sync();  // matches the producers' one above
   }
 }
 #else
