@@ -6,11 +6,20 @@
 // (or NaN) is NaN (exp(-Inf - -Inf)), and 0 * Inf = NaN where p_j is 0 and v_j is infinite.
 // Layout: q, k, v, o are [B, H, L, D] row-major. dims = {B, H, L, D, MASK}: MASK 2 = causal, any
 // other value (1) = no mask (kiln's dims are positive, so the mode is 1/2, not 0/1); scalars = {scale}.
+// Speed (the timed outputs at the benchmark shape are checked against it, ~1.7e10 multiply-adds
+// when causal): scores are computed four keys at a time (four independent sums, each still summed
+// over d in order), and GCC may vectorize the loops (-O2 alone does not).
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
-extern "C" void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
+#if defined(__GNUC__) && !defined(__clang__)
+#define KILN_REF_FAST __attribute__((optimize("O3")))
+#else
+#define KILN_REF_FAST
+#endif
+
+extern "C" KILN_REF_FAST void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
                                const double* scalars) {
   const int64_t B = dims[0], H = dims[1], L = dims[2], D = dims[3], causal = dims[4];
   const bool is_causal = causal == 2;
@@ -24,12 +33,28 @@ extern "C" void kiln_reference(const double* const* in, double* const* out, cons
     for (int64_t i = 0; i < L; ++i) {
       const int64_t n = is_causal ? i + 1 : L;  // visible keys: 0 .. n-1
       double m = -INFINITY;
-      for (int64_t j = 0; j < n; ++j) {
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += q[i * D + d] * k[j * D + d];
-        p[j] = scale * dot;
-        m = std::fmax(m, p[j]);
+      const double* qi = q + i * D;
+      int64_t j = 0;
+      for (; j + 4 <= n; j += 4) {
+        const double *k0 = k + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+        double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          d0 += qi[d] * k0[d];
+          d1 += qi[d] * k1[d];
+          d2 += qi[d] * k2[d];
+          d3 += qi[d] * k3[d];
+        }
+        p[j] = scale * d0;
+        p[j + 1] = scale * d1;
+        p[j + 2] = scale * d2;
+        p[j + 3] = scale * d3;
       }
+      for (; j < n; ++j) {
+        double dot = 0;
+        for (int64_t d = 0; d < D; ++d) dot += qi[d] * k[j * D + d];
+        p[j] = scale * dot;
+      }
+      for (j = 0; j < n; ++j) m = std::fmax(m, p[j]);
       double sum = 0;
       for (int64_t j = 0; j < n; ++j) {
         p[j] = std::exp(p[j] - m);
