@@ -12,7 +12,9 @@
 # a call's output when the call ends, so start this with setsid and collect OUTDIR in later calls:
 #   setsid bench/gpu_lease.sh .carry/kiln-0.1.0-x86_64.tar.gz /tmp/lease > /dev/null 2>&1 &
 # Options (environment): LEASE_GROUPS ("a,b;c,d" target groups), LEASE_RUN_TARGETS,
-# LEASE_RUN_BUDGET (default 6m), LEASE_SKIP_CHECK=1, LEASE_SKIP_NCU=1.
+# LEASE_RUN_BUDGET (default 6m), LEASE_SKIP_CHECK=1, LEASE_SKIP_NCU=1, LEASE_NCU_TARGETS (a,b: only
+# these under ncu). Follow-up calls must check that OUTDIR exists: a machine left idle for 30 s is
+# given back, and the next call gets a fresh one without it.
 set -uo pipefail
 tarball=${1:?usage: bench/gpu_lease.sh KILN_TARBALL OUTDIR}
 out=${2:?usage: bench/gpu_lease.sh KILN_TARBALL OUTDIR}
@@ -46,7 +48,7 @@ for g in "${group_list[@]}"; do
   log "bench group $i: rc=$? $(grep -c verified "$out/bench-$i.progress" 2>/dev/null) verified lines"
 done
 
-run_targets=${LEASE_RUN_TARGETS:-"rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy"}
+run_targets=${LEASE_RUN_TARGETS-"rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy"}
 if [[ -n "$run_targets" ]]; then
   log "kiln run ($run_targets, budget ${LEASE_RUN_BUDGET:-6m}): start"
   timeout 1200 "$kiln" run --targets "$run_targets" --budget "${LEASE_RUN_BUDGET:-6m}" \
@@ -74,6 +76,7 @@ EOF
   done
   rm -f "$out/ncu-plan.txt.part"
   while read -r t params; do
+    if [[ -n "${LEASE_NCU_TARGETS:-}" && ",${LEASE_NCU_TARGETS}," != *",$t,"* ]]; then continue; fi
     log "ncu $t $params"
     timeout 240 ncu --clock-control none --target-processes all --launch-count 400 --csv \
       --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__occupancy_limit_registers,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
