@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 
+#include <msgpack.hpp>
+
 #include "shared/redis_client.h"
 #include "tests/support/test_env.h"
 
@@ -159,6 +161,52 @@ TEST_F(DispatcherTest, MalformedMessagesGetAnErrorAndTheLoopGoesOn) {
   w.send(proto::Credit{1});
   dispatcher_->submit(task("b"));
   EXPECT_TRUE(receive_task(w).has_value());  // still dispatching
+}
+
+// A result-shaped message the schema refuses (no candidate_id, outcome "great"), then a result
+// for the right task under another candidate: neither changes anything; the task stays in flight
+// under its lease until the real answer, which is merged once.
+TEST_F(DispatcherTest, MalformedAndMismatchedResultsChangeNothingAndTheRealOneIsMergedOnce) {
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1");
+  alive_.push_back(&w);
+  w.send(proto::Credit{1});
+  dispatcher_->submit(task("m"));
+  auto t = receive_task(w);
+  ASSERT_TRUE(t.has_value());
+
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  pk.pack_map(5);
+  pk.pack(std::string("v"));
+  pk.pack(proto::kProtocolVersion);
+  pk.pack(std::string("type"));
+  pk.pack(std::string("result"));
+  pk.pack(std::string("id"));
+  pk.pack(std::string("bad-1"));
+  pk.pack(std::string("task_id"));
+  pk.pack(t->task_id);
+  pk.pack(std::string("outcome"));
+  pk.pack(std::string("great"));
+  w.send_raw(std::string(buf.data(), buf.size()));
+  std::optional<proto::Envelope> reply;
+  ASSERT_TRUE(run_until([&] { return (reply = w.next()).has_value(); }));
+  ASSERT_TRUE(std::holds_alternative<proto::Error>(reply->body));
+  EXPECT_EQ(dispatcher_->stats().malformed, 1u);
+
+  proto::EvaluationResult wrong = w.answer(*t);
+  wrong.candidate_id = "someone-else";
+  w.send(wrong);
+  ASSERT_TRUE(run_until([&] { return dispatcher_->stats().duplicates == 1; }));
+  EXPECT_TRUE(results_.empty());
+  EXPECT_EQ(dispatcher_->in_flight(), 1u);
+  EXPECT_TRUE(store_->lease_payload(t->task_id)->has_value());
+  EXPECT_FALSE(store_->get_result("someone-else", "cpu/test")->has_value());
+
+  w.send(w.answer(*t));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+  EXPECT_EQ(results_[0].candidate_id, "m");
+  EXPECT_EQ(dispatcher_->in_flight(), 0u);
+  EXPECT_FALSE(store_->lease_payload(t->task_id)->has_value());
 }
 
 TEST_F(DispatcherTest, ASilentWorkersTaskGoesToAnotherAndALateAnswerIsDropped) {
