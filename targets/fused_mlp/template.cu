@@ -23,6 +23,15 @@
 //   ARCH 2: warp-specialized: a producer warpgroup streams k-tiles (across tile boundaries)
 //           through full/empty mbarriers to two wgmma consumer warpgroups (see the kernel).
 //   BM = 64 * WG rows per tile; BN/2 columns of h (phase 1) or BN of y (phase 2).
+// - WIDE (ARCH 1, 2; 0 = the original code): 1 = each k16 step is ONE wgmma m64n(BN)k16 over
+//   the whole B tile (gate | up, or BN columns of y) instead of two m64n(BN/2) sharing A: A is
+//   read from shared memory once (2 KB less per step and warpgroup: with the cp.async writes the
+//   SM's shared-memory traffic per k-tile drops from ~141 to ~125 B/clk at tensor peak), the
+//   epilogue has a fast path (tile inside the matrices: one base pointer, immediate offsets, no
+//   per-element guards) and ARCH 2's producer claims its tickets one tile ahead. 2 (ARCH 1) =
+//   WIDE 1 + right after a tile's mainloop the next tile (claimed ahead) has its first k-tiles
+//   issued, if it can start (phase 1, or its row block of h is already complete: one poll), so
+//   the pipeline refills during the epilogue instead of after it.
 // - Rows whose pitch is not a multiple of 8 elements, or misaligned pointers: the same pipeline
 //   with element-wise guarded loads into the same layout (slow, correct). Stores are guarded.
 #ifndef ARCH
@@ -42,6 +51,9 @@
 #endif
 #ifndef NG
 #define NG 2
+#endif
+#ifndef WIDE
+#define WIDE 0  // 1: one wgmma m64n(BN)k16 per k16 step (gate and up together); ARCH 2 claims ahead
 #endif
 
 #define BM (64 * WG)          // one warpgroup (ARCH 1) or two warps (ARCH 0) per 64 rows
@@ -91,6 +103,12 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 }
 
 struct alignas(4) Pair { T a, b; };
+__device__ __forceinline__ Pair pack2(float v0, float v1) {
+  Pair pr;
+  pr.a = from_f32<T>(v0);
+  pr.b = from_f32<T>(v1);
+  return pr;
+}
 
 // Stores (v0, v1) at out[r, c], out[r, c + 1] within rows x cols.
 __device__ __forceinline__ void store2(T* out, long long ld, long long rows, long long cols,
@@ -346,22 +364,84 @@ __device__ __forceinline__ unsigned long long desc_b(unsigned addr) {
          (static_cast<unsigned long long>(kAtomBytes >> 4) << 16) | (64ull << 32) | (1ull << 62);
 }
 
+// WIDE: one wgmma m64n(BN)k16 over the whole B tile (all BN / 64 atoms, LBO apart): the
+// accumulators of n8 blocks [0, BN/16) are h0's, the rest h1's, in the same order as two
+// m64n(BN/2) instructions leave them; each A slice is read from shared memory once, not twice.
+#define KW_ACC8(d, o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), \
+  "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
+#define KW_ACC32(d, o) KW_ACC8(d, o), KW_ACC8(d, o + 8), KW_ACC8(d, o + 16), KW_ACC8(d, o + 24)
+#define KW_ACC64(d, o) KW_ACC32(d, o), KW_ACC32(d, o + 32)
+#define KW_LIST64                                                                                \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, "  \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63"
+#if BN == 256
+#define KW_MMA(TY)                                                                             \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                   \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" KW_LIST64 ", "   \
+               "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, "  \
+               "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, "  \
+               "%94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, " \
+               "%108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, " \
+               "%121, %122, %123, %124, %125, %126, %127}, "                                   \
+               "%128, %129, p, 1, 1, 0, 1;\n}\n"                                               \
+               : KW_ACC64(d0, 0), KW_ACC64(d1, 0)                                             \
+               : "l"(da), "l"(db), "r"(1))
+#else
+#define KW_MMA(TY)                                                                             \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                    \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" KW_LIST64 "}, "  \
+               "%64, %65, p, 1, 1, 0, 1;\n}\n"                                                 \
+               : KW_ACC32(d0, 0), KW_ACC32(d1, 0)                                             \
+               : "l"(da), "l"(db), "r"(1))
+#endif
+__device__ __forceinline__ void wgmma_full(float (&d0)[kAcc], float (&d1)[kAcc],
+                                           unsigned long long da, unsigned long long db) {
+  if constexpr (kIsBf16) KW_MMA("bf16"); else KW_MMA("f16");
+}
+
+// One k16 step: A (64 rows, descriptor da) x B tile k-rows 16 kk.. (at shared address b_addr).
+__device__ __forceinline__ void wgmma_step(float (&h0)[kAcc], float (&h1)[kAcc],
+                                           unsigned long long da, unsigned b_addr) {
+#if WIDE
+  wgmma_full(h0, h1, da, desc_b(b_addr));
+#else
+  wgmma_half(h0, da, desc_b(b_addr));
+  wgmma_half(h1, da, desc_b(b_addr + (BN / 128) * kAtomBytes));
+#endif
+}
+
 // h0: tile columns [0, BN/2), h1: [BN/2, BN); (consumer) warpgroup wg owns rows [64 wg, 64 wg + 64).
 struct Acc {
   float h0[kAcc], h1[kAcc];
 };
 
 #if ARCH == 1
-__device__ __forceinline__ void mainloop(const TileSrc& t, unsigned char* smem, int tid, bool vec,
-                                         Acc& acc) {
-#pragma unroll
-  for (int i = 0; i < kAcc; ++i) acc.h0[i] = acc.h1[i] = 0.f;
+// Issues the tile's first kPref k-tiles (kPref cp.async groups) into ring slots [0, kPref).
+__device__ __forceinline__ void prologue(const TileSrc& t, unsigned char* smem, int tid, bool vec) {
   const int kt_count = static_cast<int>((t.k + BK - 1) / BK);
   VecLoader<NTHREADS> v;
   v.setup(t, tid);
   for (int s = 0; s < kPref; ++s) {
     if (s < kt_count) load_tile(t, v, smem, s, tid, vec);
     cp_async_commit();
+  }
+}
+
+// pre: prologue(t) was issued already (WIDE 2, during the previous tile's epilogue).
+__device__ __forceinline__ void mainloop(const TileSrc& t, unsigned char* smem, int tid, bool vec,
+                                         Acc& acc, bool pre = false) {
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc.h0[i] = acc.h1[i] = 0.f;
+  const int kt_count = static_cast<int>((t.k + BK - 1) / BK);
+  VecLoader<NTHREADS> v;
+  v.setup(t, tid);
+  if (!pre) {
+    for (int s = 0; s < kPref; ++s) {
+      if (s < kt_count) load_tile(t, v, smem, s, tid, vec);
+      cp_async_commit();
+    }
   }
   const unsigned base = smem_u32(smem);
   const int wg = tid >> 7;
@@ -378,8 +458,7 @@ __device__ __forceinline__ void mainloop(const TileSrc& t, unsigned char* smem, 
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       const unsigned long long da = desc_a(st + wg * 64 * 128 + kk * 32);
-      wgmma_half(acc.h0, da, desc_b(st + kABytes + kk * 2048));
-      wgmma_half(acc.h1, da, desc_b(st + kABytes + (BN / 128) * kAtomBytes + kk * 2048));
+      wgmma_step(acc.h0, acc.h1, da, st + kABytes + kk * 2048);
     }
     wgmma_commit();
     wgmma_wait<1>();  // keep one group in flight: k-tile kt - 1 is done
@@ -398,6 +477,21 @@ __device__ __forceinline__ void epilogue_h(Acc& acc, T* h, long long M, long lon
                                            long long n0, int tid, bool vec) {
   const int lane = tid & 31;
   const long long r = m0 + (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
+#if WIDE
+  if (vec && m0 + BM <= M && n0 + BN / 2 <= H) {  // whole tile inside (the benchmark's case)
+    Pair* p = reinterpret_cast<Pair*>(h + r * H + n0 + 2 * (lane & 3));
+    Pair* q = p + 4 * H;  // row r + 8
+#pragma unroll
+    for (int j = 0; j < BN / 16; ++j) {
+      p[4 * j] =
+          pack2(silu_mul(acc.h0[4 * j], acc.h1[4 * j]), silu_mul(acc.h0[4 * j + 1], acc.h1[4 * j + 1]));
+      q[4 * j] =
+          pack2(silu_mul(acc.h0[4 * j + 2], acc.h1[4 * j + 2]),
+                silu_mul(acc.h0[4 * j + 3], acc.h1[4 * j + 3]));
+    }
+    return;
+  }
+#endif
 #pragma unroll
   for (int j = 0; j < BN / 16; ++j) {
     const long long c = n0 + 8 * j + 2 * (lane & 3);
@@ -413,6 +507,20 @@ __device__ __forceinline__ void epilogue_y(Acc& acc, T* y, long long M, long lon
                                            long long n0, int tid, bool vec) {
   const int lane = tid & 31;
   const long long r = m0 + (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + (lane >> 2);
+#if WIDE
+  if (vec && m0 + BM <= M && n0 + BN <= D) {  // whole tile inside (the benchmark's case)
+    Pair* p = reinterpret_cast<Pair*>(y + r * D + n0 + 2 * (lane & 3));
+    Pair* q = p + 4 * D;  // row r + 8
+#pragma unroll
+    for (int j = 0; j < BN / 16; ++j) {
+      p[4 * j] = pack2(acc.h0[4 * j], acc.h0[4 * j + 1]);
+      q[4 * j] = pack2(acc.h0[4 * j + 2], acc.h0[4 * j + 3]);
+      p[BN / 4 + 4 * j] = pack2(acc.h1[4 * j], acc.h1[4 * j + 1]);
+      q[BN / 4 + 4 * j] = pack2(acc.h1[4 * j + 2], acc.h1[4 * j + 3]);
+    }
+    return;
+  }
+#endif
 #pragma unroll
   for (int j = 0; j < BN / 16; ++j) {
     const long long c = n0 + 8 * j + 2 * (lane & 3);
@@ -571,6 +679,59 @@ __device__ __forceinline__ unsigned load_relaxed(const unsigned* p) {
 
 // ---------------------------------------------------------------- cooperative kernel (ARCH 0, 1)
 #if ARCH != 2
+#if WIDE == 2
+static_assert(ARCH == 1, "WIDE 2 is for ARCH 1");
+__shared__ unsigned s_next_ticket, s_next_ready;
+// WIDE 2, right after a tile's mainloop (every wgmma of it retired in this thread): hands the
+// ticket claimed ahead (thread 0's `next`) to every thread in *ticket and, when that tile can
+// start now (a phase-1 tile, or a phase-2 tile whose row block of h is complete: one poll, no
+// waiting), issues its prologue so the loads fly during the current tile's epilogue. Returns
+// whether it did. The __syncthreads also makes every warp's wgmma of the finished tile retired
+// before the ring is refilled. A phase-2 tile found not ready waits later as usual.
+__device__ __forceinline__ bool prefetch_next(unsigned next, long long cur, unsigned char* smem,
+                                           int tid, bool vec, const T* x, const T* w1,
+                                           const T* w3, const T* w2, const T* h,
+                                           const unsigned* done, bool solo, bool per_row,
+                                           long long mt, long long gm, long long nt1,
+                                           long long nt2, long long t1, long long total,
+                                           long long M, long long D, long long H,
+                                           long long* ticket) {
+  if (tid == 0) {
+    unsigned ready = 0;
+    if (next < t1) {
+      ready = 1;
+    } else if (next < total) {
+      if (solo) {
+        ready = cur >= t1;  // block 0 alone: every phase-1 tile is stored and fenced
+      } else {
+        long long m, n;
+        tile_of(next - t1, mt, gm, nt2, &m, &n);
+        const unsigned* c = per_row ? done + m : done;
+        const long long need = per_row ? nt1 : t1;
+        ready = static_cast<long long>(load_relaxed(c)) >= need;
+        if (ready) __threadfence();  // acquire: the counted h stores, before our loads of h
+      }
+    }
+    s_next_ticket = next;
+    s_next_ready = ready;
+  }
+  __syncthreads();
+  const long long t = s_next_ticket;
+  const bool ready = s_next_ready != 0;
+  *ticket = t;
+  if (ready) {
+    long long m, n;
+    if (t < t1) {
+      tile_of(t, mt, gm, nt1, &m, &n);
+      prologue(TileSrc{x, w1, w3, D, H, M, H, D, m * BM, n * (BN / 2)}, smem, tid, vec);
+    } else {
+      tile_of(t - t1, mt, gm, nt2, &m, &n);
+      prologue(TileSrc{h, w2, nullptr, H, D, M, D, H, m * BM, n * BN}, smem, tid, vec);
+    }
+  }
+  return ready;
+}
+#endif
 extern "C" __global__ void __launch_bounds__(NTHREADS, GRID / 132)
     fused_mlp(const T* __restrict__ x, const T* __restrict__ w1, const T* __restrict__ w3,
               const T* __restrict__ w2, T* __restrict__ y, T* h, int* sync, long long M,
@@ -602,6 +763,11 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, GRID / 132)
   __syncthreads();
   long long ticket = s_ticket;
   bool all_waited = false;
+#if WIDE == 2
+  bool pre = false;  // this tile's prologue was issued during the previous tile's epilogue
+#else
+  constexpr bool pre = false;
+#endif
   while (ticket < total) {
     unsigned next = 0;
     if (tid == 0) next = solo ? local_next++ : atomicAdd(queue, 1u);  // claimed ahead
@@ -611,7 +777,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, GRID / 132)
       tile_of(ticket, mt, gm, nt1, &m, &n);
       const long long m0 = m * BM, n0 = n * (BN / 2);
       const TileSrc src{x, w1, w3, D, H, M, H, D, m0, n0};
+#if WIDE == 2
+      mainloop(src, smem, tid, vec, acc, pre);
+      pre = prefetch_next(next, ticket, smem, tid, vec, x, w1, w3, w2, h, done, solo, per_row,
+                          mt, gm, nt1, nt2, t1, total, M, D, H, &ticket);
+#else
       mainloop(src, smem, tid, vec, acc);
+#endif
       epilogue_h(acc, h, M, H, m0, n0, tid, vec);
       __threadfence();  // this thread's h stores are visible device-wide
       __syncthreads();
@@ -620,7 +792,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, GRID / 132)
       tile_of(ticket - t1, mt, gm, nt2, &m, &n);
       // Row block m of h must be complete. Its phase-1 tiles hold smaller tickets, all handed
       // out already to running blocks that never wait in phase 1: no deadlock.
-      if (!solo && !all_waited) {
+      if (!solo && !all_waited && !pre) {
         if (tid == 0) {
           const unsigned* c = per_row ? done + m : done;
           const long long need = per_row ? nt1 : t1;
@@ -632,6 +804,13 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, GRID / 132)
       }
       const long long m0 = m * BM, n0 = n * BN;
       const TileSrc src{h, w2, nullptr, H, D, M, D, H, m0, n0};
+#if WIDE == 2
+      mainloop(src, smem, tid, vec, acc, pre);
+      pre = prefetch_next(next, ticket, smem, tid, vec, x, w1, w3, w2, h, done, solo, per_row,
+                          mt, gm, nt1, nt2, t1, total, M, D, H, &ticket);
+      epilogue_y(acc, y, M, D, m0, n0, tid, vec);
+    }
+#else
       mainloop(src, smem, tid, vec, acc);
       epilogue_y(acc, y, M, D, m0, n0, tid, vec);
     }
@@ -639,6 +818,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, GRID / 132)
     if (tid == 0) s_ticket = next;
     __syncthreads();
     ticket = s_ticket;
+#endif
   }
   if (!solo && tid == 0) {
     __threadfence();
@@ -731,8 +911,22 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
     unsigned g = 0;  // k-steps issued so far (all tiles)
     unsigned local_next = 0;
     VecLoader<kProd> v;
+    // WIDE: thread 0 claims each ticket one tile ahead, so the atomic's round trip overlaps the
+    // previous tile's loads (it stops claiming once it has handed out a ticket >= total: the
+    // exit count below still comes after this block's last claim). A ticket claimed ahead while
+    // this block streams a phase-1 tile is processed right after it, without any wait; one
+    // claimed during a phase-2 tile is itself a phase-2 ticket: the no-deadlock argument holds.
+    unsigned ahead = 0;
+    if (WIDE && tid == 0) ahead = solo ? local_next++ : atomicAdd(queue, 1u);
     for (;;) {
-      if (tid == 0) s_ticket = solo ? local_next++ : atomicAdd(queue, 1u);
+      if (tid == 0) {
+        if (WIDE) {
+          s_ticket = ahead;
+          if (ahead < total) ahead = solo ? local_next++ : atomicAdd(queue, 1u);
+        } else {
+          s_ticket = solo ? local_next++ : atomicAdd(queue, 1u);
+        }
+      }
       named_barrier(1, kProd);
       const long long ticket = s_ticket;
       named_barrier(1, kProd);
@@ -825,8 +1019,7 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
           const unsigned long long da = desc_a(st + cw * 64 * 128 + kk * 32);
-          wgmma_half(acc.h0, da, desc_b(st + kABytes + kk * 2048));
-          wgmma_half(acc.h1, da, desc_b(st + kABytes + (BN / 128) * kAtomBytes + kk * 2048));
+          wgmma_step(acc.h0, acc.h1, da, st + kABytes + kk * 2048);
         }
         wgmma_commit();
         wgmma_wait<1>();  // the previous k-step's group has retired: release its slot
