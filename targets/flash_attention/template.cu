@@ -24,6 +24,11 @@
 // are zero-filled: they add nothing to the scores and are not stored); D % 8 != 0 or unaligned
 // pointers load element-wise instead of cp.async. D > 128 takes a plain per-row f32 fallback.
 // Shared memory (dynamic): Q tile + STAGES K and V tiles + 512 B per warp (slow-path scratch).
+// IMPL 1 (WARPS 8, RM 1, STAGES 2, BN 64 or 128): the Hopper path, see attn_wg below. Two
+// warpgroups of 64 query rows; S = Q K^T and O += P V on wgmma (Q, K, V from 128-byte-swizzled
+// shared memory through descriptors, P from registers); K/V double buffered with cp.async; the
+// same log2-domain online softmax and special-value rules. PIPE 1 overlaps the softmax of block
+// kb+1 with the P V wgmma of block kb (FA3-style intra-warpgroup overlap).
 #ifndef WARPS
 #define WARPS 4
 #endif
@@ -39,11 +44,15 @@
 #ifndef PIPE
 #define PIPE 0
 #endif
+#ifndef IMPL
+#define IMPL 0  // 0: mma.sync (above); 1: wgmma, two warpgroups (WARPS 8, RM 1, STAGES 2)
+#endif
 
 #define NTHREADS (WARPS * 32)
 #define BM (16 * RM * WARPS)
 #define NEG_INF (-__int_as_float(0x7f800000))
 #define LOG2E 1.4426950408889634f
+#define FLT_MAXV __int_as_float(0x7f7fffff)
 
 static_assert(sizeof(T) == 2, "tensor-core template: f16 or bf16 only");
 static_assert(BN % 32 == 0 && BN >= 32 && BN <= 128, "BN in {32, 64, 128}");
@@ -655,13 +664,493 @@ __device__ void attn_generic(const T* __restrict__ q, const T* __restrict__ k, c
   }
 }
 
+#if IMPL == 1
+// ---- IMPL 1: the Hopper path (wgmma), one (b, h, 128-query block) per CTA ----
+// Two warpgroups (warps 0-3 and 4-7), each owning 64 consecutive query rows. Shared-memory tiles
+// (Q: 128 rows, K and V: BN rows, two stages each) use the wgmma 128-byte-swizzle layout: HD/64
+// column blocks of ROWS rows x 128 bytes, 16-byte chunk c (0..7) of row r at chunk c ^ (r & 7),
+// every tile 1024-byte aligned. S = Q K^T: wgmma m64nBNk16, A = Q and B = K both K-major from
+// shared memory (descriptor start + 32 bytes per k16 step inside a 128-byte row, + one column
+// block per 4 steps; SBO = 8 rows = 1024 bytes). O += P V: wgmma m64nHDk16 with P from registers
+// (the f32 S accumulator layout of m64nN is, per warp, the m16n8 C layout, so n8 blocks 2kc and
+// 2kc+1 rounded to T are exactly the A fragment of k16 step kc) and V N-major (imm-trans-b 1;
+// LBO = column-block stride, SBO = 8 key rows), as the verified matmul IMPL 1 descriptors.
+static_assert(WARPS == 8 && RM == 1, "IMPL 1: two warpgroups of 64 query rows (BM = 128)");
+static_assert(BN == 64 || BN == 128, "IMPL 1: BN in {64, 128}");
+typedef unsigned long long u64;
+
+// clang-format off
+#define WG_R32 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define WG_R64 WG_R32 ", " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define WG_A8(d, o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), \
+  "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
+#define WG_A32(d) WG_A8(d, 0), WG_A8(d, 8), WG_A8(d, 16), WG_A8(d, 24)
+#define WG_A64(d) WG_A32(d), WG_A8(d, 32), WG_A8(d, 40), WG_A8(d, 48), WG_A8(d, 56)
+// SS: d (+)= A(desc, K-major) * B(desc, K-major); scale-d from a register (0: overwrite).
+#define WG_SS64(TY) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" WG_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n" \
+  : WG_A32(d) : "l"(da), "l"(db), "r"(sd))
+#define WG_SS128(TY) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" WG_R64 "}, %64, %65, p, 1, 1, 0, 0;\n}\n" \
+  : WG_A64(d) : "l"(da), "l"(db), "r"(sd))
+// RS: d += A(registers a0..a3) * B(desc, N-major: imm-trans-b 1).
+#define WG_RS64(TY) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" WG_R32 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n" \
+  : WG_A32(d) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1))
+#define WG_RS128(TY) asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
+  "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" WG_R64 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n" \
+  : WG_A64(d) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(1))
+// clang-format on
+template <int N>
+__device__ __forceinline__ void wg_ss(float (&d)[N / 2], u64 da, u64 db, int sd) {
+  static_assert(N == 64 || N == 128, "wgmma N");
+  if constexpr (N == 64) {
+    if constexpr (kBf16) WG_SS64("bf16"); else WG_SS64("f16");
+  } else {
+    if constexpr (kBf16) WG_SS128("bf16"); else WG_SS128("f16");
+  }
+}
+template <int N>
+__device__ __forceinline__ void wg_rs(float (&d)[N / 2], u32 a0, u32 a1, u32 a2, u32 a3, u64 db) {
+  static_assert(N == 64 || N == 128, "wgmma N");
+  if constexpr (N == 64) {
+    if constexpr (kBf16) WG_RS64("bf16"); else WG_RS64("f16");
+  } else {
+    if constexpr (kBf16) WG_RS128("bf16"); else WG_RS128("f16");
+  }
+}
+// Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63), base offset 0.
+__device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo, u32 sbo) {
+  return static_cast<u64>((addr & 0x3FFFFu) >> 4) | (static_cast<u64>((lbo >> 4) & 0x3FFFu) << 16) |
+         (static_cast<u64>((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keep the compiler from moving register reads/writes across the asynchronous wgmma (and keep the
+// A-operand registers of an in-flight wgmma alive until it has retired).
+template <int N>
+__device__ __forceinline__ void fence_f(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_u(u32 (&a)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(a[i][e])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
+// Rows [0, ROWS) x HD columns of the [*, D] matrix at g into the wgmma layout at dst (ROWS rows
+// per column block); rows >= rows_valid and columns >= D are zero-filled. vec: 16-byte cp.async.
+template <int HD, int ROWS>
+__device__ __forceinline__ void wg_load(u32 dst, const T* g, long long rows_valid, long long D, bool vec,
+                                        const T* safe) {
+  constexpr int CPR = HD / 8, RSTEP = NTHREADS / CPR, ITERS = ROWS / RSTEP;
+  static_assert(RSTEP % 8 == 0 && ROWS % RSTEP == 0, "swizzle column fixed per thread");
+  const int rv = static_cast<int>(rows_valid < ROWS ? (rows_valid < 0 ? 0 : rows_valid) : ROWS);
+  if (vec) {
+    const int cc = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
+    const bool col_ok = cc * 8 < D;
+    const u32 s0 = dst + (cc >> 3) * (ROWS * 128) + r0 * 128 + (((cc & 7) ^ (r0 & 7)) << 4);
+    const T* src = g + static_cast<long long>(r0) * D + cc * 8;
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      const bool ok = col_ok && r0 + i * RSTEP < rv;
+      cp_async16(s0 + i * (RSTEP * 128), ok ? static_cast<const void*>(src) : static_cast<const void*>(safe),
+                 ok ? 16 : 0);
+      src += RSTEP * D;
+    }
+  } else {
+    const unsigned short* gb = reinterpret_cast<const unsigned short*>(g);  // raw bits of T
+    for (int idx = threadIdx.x; idx < ROWS * CPR; idx += NTHREADS) {
+      const int r = idx / CPR, c = idx % CPR;
+      u32 w[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const long long d0 = c * 8 + 2 * e;
+        const u32 x0 = (r < rv && d0 < D) ? gb[r * D + d0] : 0u;
+        const u32 x1 = (r < rv && d0 + 1 < D) ? gb[r * D + d0 + 1] : 0u;
+        w[e] = x0 | (x1 << 16);
+      }
+      st_shared_v4(dst + (c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4),
+                   make_uint4(w[0], w[1], w[2], w[3]));
+    }
+  }
+}
+
+// One (b, h, 128-query block). PIPE 0: per key block, S = Q K^T, softmax, O += P V, each waited.
+// PIPE 1: S(kb+1) = Q K(kb+1)^T and O += P(kb) V(kb) are in flight together; the softmax of
+// S(kb+1) runs while P V(kb) is still on the tensor cores, then O is rescaled.
+// Loads (cp.async, all 256 threads, one commit group per iteration, waited with wait_group 1):
+// PIPE 0: K(kb+2), V(kb+2) into the slot of kb after iteration kb. PIPE 1: K(kb+3) and V(kb+2)
+// after iteration kb (K(kb+1) is consumed during iteration kb).
+// Causal: key blocks past the CTA's last row are never visited; a warpgroup skips blocks past its
+// own last row; only blocks that straddle the diagonal (or the end L) are masked. A masked p = 0
+// multiplied by an Inf/NaN V value would give NaN where the reference never looks, so in blocks
+// straddling the diagonal whose V tile holds a non-finite value (CTA-wide vote) P V is done in
+// scalar f32 over the visible keys only (rare: adversarial inputs).
+template <int HD>
+__device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __restrict__ k,
+                                     const T* __restrict__ v, T* __restrict__ o, long long L,
+                                     long long D, bool causal, float scale, unsigned char* smem) {
+  constexpr int KD = HD / 16;   // k16 steps of S = Q K^T
+  constexpr int NS = BN / 2;    // S accumulators per thread (m64nBN)
+  constexpr int NO = HD / 2;    // O accumulators per thread (m64nHD)
+  constexpr int KC = BN / 16;   // k16 steps of O += P V
+  constexpr int ND = HD / 8;    // n8 column blocks of O
+  constexpr u32 QBYTES = BM * HD * 2, KVBYTES = BN * HD * 2;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
+  const long long bh = blockIdx.x;
+  const long long q0 = static_cast<long long>(gridDim.y - 1 - blockIdx.y) * BM;  // heaviest first
+  const T* qg = q + (bh * L + q0) * D;
+  const T* kg = k + bh * L * D;
+  const T* vg = v + bh * L * D;
+  T* og = o + (bh * L + q0) * D;
+  const bool vec = (D % 8 == 0) &&
+                   ((reinterpret_cast<unsigned long long>(q) | reinterpret_cast<unsigned long long>(k) |
+                     reinterpret_cast<unsigned long long>(v) | reinterpret_cast<unsigned long long>(o)) %
+                        16 ==
+                    0);
+  const u32 sQ = (smem_addr(smem) + 1023u) & ~1023u;
+  const u32 sK = sQ + QBYTES, sV = sK + 2 * KVBYTES;  // slot s of K / V at + s * KVBYTES
+  const long long kend = causal ? (q0 + BM < L ? q0 + BM : L) : L;
+  const int nkb = static_cast<int>((kend + BN - 1) / BN);
+  const long long wr0 = q0 + wg * 64;  // this warpgroup's first query row
+  const long long qrow[2] = {wr0 + wq * 16 + (lane >> 2), wr0 + wq * 16 + (lane >> 2) + 8};
+  const float c = scale * LOG2E;
+  const u32 sQw = sQ + wg * (64 * 128);  // this warpgroup's 64 rows in each column block
+
+  float oacc[NO], s[NS];
+  u32 p[KC][4];
+  float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < NO; ++i) oacc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < NS; ++i) s[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < KC; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
+
+  auto live_of = [&](long long k0) { return !(causal && k0 > wr0 + 63); };  // warpgroup-uniform
+  auto mask_of = [&](long long k0) { return (causal && k0 + BN - 1 > wr0) || k0 + BN > L; };
+  auto issue_s = [&](u32 sKs) {  // S = Q K^T (the caller commits)
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      const u64 da = wg_desc(sQw + (kk >> 2) * (BM * 128) + (kk & 3) * 32, 16, 1024);
+      const u64 db = wg_desc(sKs + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
+      wg_ss<BN>(s, da, db, kk > 0 ? 1 : 0);
+    }
+  };
+  auto issue_pv = [&](u32 sVs) {  // O += P V (the caller commits)
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc) {
+      const u64 db = wg_desc(sVs + kc * (16 * 128), BN * 128, 1024);
+      wg_rs<HD>(oacc, p[kc][0], p[kc][1], p[kc][2], p[kc][3], db);
+    }
+  };
+  // Visible keys of block k0 for this thread's two rows: kk < kvis[h].
+  auto kvis_of = [&](long long k0, int (&kvis)[2]) {
+    const long long kvalid = L - k0 < BN ? L - k0 : BN;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      long long kv = kvalid;
+      if (causal && qrow[h] - k0 + 1 < kv) kv = qrow[h] - k0 + 1;
+      kvis[h] = static_cast<int>(kv < 0 ? 0 : kv);
+    }
+  };
+  // Online softmax of s in the log2 domain (as IMPL 0), in place: masked scores become -inf, the row
+  // max is taken on raw scores, s becomes p = exp2(s c - m c) with m c rounded up (p <= 1),
+  // alpha = exp2((m_old - m) c). pack_p then rounds p to T in A-fragment order (n8 blocks 2kc and
+  // 2kc + 1 are k16 step kc). PIPE 1 packs only after the P V that reads the old P has retired.
+  auto softmax = [&](float (&alpha)[2], bool do_mask, long long k0) {
+    if (do_mask) {
+      int kvis[2];
+      kvis_of(k0, kvis);
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (8 * j + 2 * (lane & 3) + e >= kvis[h]) s[4 * j + 2 * h + e] = NEG_INF;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx0 = m_run[h], mx1 = NEG_INF;
+#pragma unroll
+      for (int j = 0; j < BN / 8; j += 2) {
+        mx0 = fmaxf(mx0, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+        mx1 = fmaxf(mx1, fmaxf(s[4 * j + 4 + 2 * h], s[4 * j + 4 + 2 * h + 1]));
+      }
+      float mx = fmaxf(mx0, mx1);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float mu = mx == NEG_INF ? 0.f : mx;  // nothing visible yet: p = 0, alpha = 0
+      const float mc = __fmul_ru(mu, c);
+      alpha[h] = exp2_approx((m_run[h] - mu) * c);
+      m_run[h] = mx;
+      float ls0 = 0.f, ls1 = 0.f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const float p0 = exp2_approx(fmaf(s[4 * j + 2 * h], c, -mc));
+        const float p1 = exp2_approx(fmaf(s[4 * j + 2 * h + 1], c, -mc));
+        s[4 * j + 2 * h] = p0;
+        s[4 * j + 2 * h + 1] = p1;
+        if (j & 1) ls1 += p0 + p1;
+        else ls0 += p0 + p1;
+      }
+      l_run[h] = l_run[h] * alpha[h] + (ls0 + ls1);
+    }
+  };
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) p[j >> 1][(j & 1) * 2 + h] = pack2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+  };
+  auto rescale = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd) {
+      oacc[4 * nd] *= alpha[0];
+      oacc[4 * nd + 1] *= alpha[0];
+      oacc[4 * nd + 2] *= alpha[1];
+      oacc[4 * nd + 3] *= alpha[1];
+    }
+  };
+  // CTA-wide: does the V tile hold an Inf or NaN? (every thread calls it: it is a barrier)
+  auto v_bad = [&](u32 sVs) {
+    bool bad = false;
+    for (int idx = tid; idx < BN * HD / 8; idx += NTHREADS) {
+      const uint4 w = ld_shared_v4(sVs + idx * 16);
+      bad |= nonfinite2(w.x) | nonfinite2(w.y) | nonfinite2(w.z) | nonfinite2(w.w);
+    }
+    return __syncthreads_or(bad) != 0;
+  };
+  // Replace every Inf/NaN of the V tile by 0 (this thread's share; the caller fences and syncs).
+  auto v_sanitize = [&](u32 sVs) {
+    constexpr u32 E = kBf16 ? 0x7f80u : 0x7c00u;
+    for (int idx = tid; idx < BN * HD / 8; idx += NTHREADS) {
+      uint4 w = ld_shared_v4(sVs + idx * 16);
+      u32* ws = reinterpret_cast<u32*>(&w);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if ((ws[e] & E) == E) ws[e] &= 0xffff0000u;
+        if (((ws[e] >> 16) & E) == E) ws[e] &= 0x0000ffffu;
+      }
+      st_shared_v4(sVs + idx * 16, w);
+    }
+  };
+  // O += P V in scalar f32 over the visible keys only (P of key kk from the quad's lane by shfl).
+  auto pv_scalar = [&](u32 sVs, long long k0, bool only_special) {
+    int kvis[2];
+    kvis_of(k0, kvis);
+    const int t = lane & 3;
+#pragma unroll
+    for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const u32 mine = p[kc][half * 2 + h];
+#pragma unroll 1
+          for (int tt = 0; tt < 4; ++tt) {
+            const u32 w = __shfl_sync(0xffffffffu, mine, (lane & ~3) | tt);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int kk = 16 * kc + 8 * half + 2 * tt + e;
+              if (kk >= kvis[h]) continue;
+              const float pr = e ? hi_f32(w) : lo_f32(w);
+#pragma unroll
+              for (int nd = 0; nd < ND; ++nd) {
+                const u32 vw = ld_shared_u32(sVs + (nd >> 3) * (BN * 128) + kk * 128 +
+                                             (((nd & 7) ^ (kk & 7)) << 4) + t * 4);
+                const float v0 = lo_f32(vw), v1 = hi_f32(vw);
+                if (!only_special || !(fabsf(v0) <= FLT_MAXV)) oacc[4 * nd + 2 * h] += pr * v0;
+                if (!only_special || !(fabsf(v1) <= FLT_MAXV)) oacc[4 * nd + 2 * h + 1] += pr * v1;
+              }
+            }
+          }
+        }
+  };
+
+  if constexpr (PIPE == 0) {
+    wg_load<HD, BM>(sQ, qg, L - q0, D, vec, kg);
+    wg_load<HD, BN>(sK, kg, L, D, vec, kg);
+    wg_load<HD, BN>(sV, vg, L, D, vec, kg);
+    cp_async_commit();
+    if (nkb > 1) {
+      wg_load<HD, BN>(sK + KVBYTES, kg + BN * D, L - BN, D, vec, kg);
+      wg_load<HD, BN>(sV + KVBYTES, vg + BN * D, L - BN, D, vec, kg);
+    }
+    cp_async_commit();
+    for (int kb = 0; kb < nkb; ++kb) {
+      const long long k0 = static_cast<long long>(kb) * BN;
+      const u32 sKs = sK + (kb & 1) * KVBYTES, sVs = sV + (kb & 1) * KVBYTES;
+      cp_async_wait1();  // this thread's copies of K(kb), V(kb) landed
+      fence_proxy_async();
+      __syncthreads();  // everyone's landed and visible to the async proxy
+      const bool bad = (causal && k0 + BN - 1 > q0) ? v_bad(sVs) : false;
+      if (live_of(k0)) {
+        issue_s(sKs);
+        wg_commit();
+        wg_wait<0>();
+        fence_f(s);
+        float alpha[2];
+        softmax(alpha, mask_of(k0), k0);
+        pack_p();
+        rescale(alpha);
+        if (!bad) {
+          issue_pv(sVs);
+          wg_commit();
+          wg_wait<0>();
+          fence_f(oacc);
+          fence_u(p);
+        } else {
+          pv_scalar(sVs, k0, false);
+        }
+      }
+      __syncthreads();  // every warpgroup is done with slot kb & 1
+      if (kb + 2 < nkb) {
+        wg_load<HD, BN>(sKs, kg + (k0 + 2 * BN) * D, L - k0 - 2 * BN, D, vec, kg);
+        wg_load<HD, BN>(sVs, vg + (k0 + 2 * BN) * D, L - k0 - 2 * BN, D, vec, kg);
+      }
+      cp_async_commit();
+    }
+  } else {
+    // Prologue: Q, K(0), V(0), K(1); S(0) and its softmax; then V(1) and K(2) (K(2) reuses K(0)'s slot).
+    wg_load<HD, BM>(sQ, qg, L - q0, D, vec, kg);
+    wg_load<HD, BN>(sK, kg, L, D, vec, kg);
+    wg_load<HD, BN>(sV, vg, L, D, vec, kg);
+    if (nkb > 1) wg_load<HD, BN>(sK + KVBYTES, kg + BN * D, L - BN, D, vec, kg);
+    cp_async_commit();
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads();
+    issue_s(sK);  // block 0 is live for both warpgroups
+    wg_commit();
+    wg_wait<0>();
+    fence_f(s);
+    {
+      float alpha[2];
+      softmax(alpha, mask_of(0), 0);  // O = 0: nothing to rescale
+      pack_p();
+    }
+    __syncthreads();  // every warpgroup is done with K(0)
+    if (nkb > 1) wg_load<HD, BN>(sV + KVBYTES, vg + BN * D, L - BN, D, vec, kg);
+    if (nkb > 2) wg_load<HD, BN>(sK, kg + 2 * BN * D, L - 2 * BN, D, vec, kg);
+    cp_async_commit();
+    for (int kb = 0; kb < nkb; ++kb) {
+      const long long k0 = static_cast<long long>(kb) * BN, k1 = k0 + BN;
+      const int st = kb & 1;
+      const bool has_next = kb + 1 < nkb;
+      cp_async_wait1();  // K(kb+1) and V(kb) landed
+      fence_proxy_async();
+      __syncthreads();
+      if ((causal && k0 + BN - 1 > q0) && v_bad(sV + st * KVBYTES)) {
+        // Rare (Inf/NaN in V on the diagonal): add p v for the visible non-finite values in scalar,
+        // then zero them in the tile so the masked p = 0 of the wgmma meet only finite values.
+        pv_scalar(sV + st * KVBYTES, k0, true);
+        __syncthreads();
+        v_sanitize(sV + st * KVBYTES);
+        fence_proxy_async();
+        __syncthreads();
+      }
+      // Straight-line wgmma code (no data-dependent branches around it, so ptxas keeps it
+      // asynchronous). On the last iteration S reads a stale slot and its result is discarded.
+      fence_u(p);  // P(kb) is defined before the wgmma below start (no copies sunk between them)
+      fence_f(oacc);
+      issue_s(sK + (st ^ 1) * KVBYTES);
+      wg_commit();
+      issue_pv(sV + st * KVBYTES);
+      wg_commit();
+      float alpha[2];
+      const float m_keep[2] = {m_run[0], m_run[1]}, l_keep[2] = {l_run[0], l_run[1]};
+      wg_wait<1>();  // S(kb+1) done; P V(kb) may still run
+      fence_f(s);
+      softmax(alpha, mask_of(k1), k1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        m_run[h] = has_next ? m_run[h] : m_keep[h];
+        l_run[h] = has_next ? l_run[h] : l_keep[h];
+        alpha[h] = has_next ? alpha[h] : 1.f;
+      }
+      wg_wait<0>();
+      fence_f(oacc);
+      fence_u(p);
+      rescale(alpha);
+      pack_p();  // P(kb+1), now that P V(kb) no longer reads P(kb)
+      __syncthreads();  // everyone is done with K(kb+1) (slot st^1) and V(kb) (slot st)
+      if (kb + 3 < nkb) wg_load<HD, BN>(sK + (st ^ 1) * KVBYTES, kg + (k0 + 3 * BN) * D, L - k0 - 3 * BN, D, vec, kg);
+      if (kb + 2 < nkb) wg_load<HD, BN>(sV + st * KVBYTES, vg + (k0 + 2 * BN) * D, L - k0 - 2 * BN, D, vec, kg);
+      cp_async_commit();
+    }
+  }
+
+  // ---- epilogue: o = acc / l, staged through this warpgroup's own Q rows ----
+  cp_async_wait_all();  // the last commit groups are empty
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = l_run[h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv = 1.f / l;  // l = 0 (nothing visible and finite) gives NaN, as the reference
+    const int r = wg * 64 + wq * 16 + (lane >> 2) + 8 * h;
+#pragma unroll
+    for (int nd = 0; nd < ND; ++nd) {
+      st_shared_u32(sQ + (nd >> 3) * (BM * 128) + r * 128 + (((nd & 7) ^ (r & 7)) << 4) + (lane & 3) * 4,
+                    pack2(oacc[4 * nd + 2 * h] * inv, oacc[4 * nd + 2 * h + 1] * inv));
+    }
+  }
+  __syncthreads();
+  for (int idx = tid; idx < BM * ND; idx += NTHREADS) {
+    const int r = idx / ND, ch = idx % ND;
+    if (q0 + r >= L || ch * 8 >= D) continue;
+    const uint4 w = ld_shared_v4(sQ + (ch >> 3) * (BM * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+    T* dst = og + static_cast<long long>(r) * D + ch * 8;
+    if (vec) {
+      *reinterpret_cast<uint4*>(dst) = w;
+    } else {
+      const u32 ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        if (ch * 8 + e < D) {
+          const u32 x = ws[e >> 1];
+          reinterpret_cast<unsigned short*>(dst)[e] =
+              static_cast<unsigned short>((e & 1) ? (x >> 16) : (x & 0xffffu));
+        }
+      }
+    }
+  }
+}
+#endif  // IMPL == 1
+
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                 T* __restrict__ o, long long B, long long H, long long L, long long D, long long MASK,
                 float scale) {
   extern __shared__ __align__(128) unsigned char smem[];
   const bool causal = MASK == 2;  // kiln dims are positive: MASK 1 = none, 2 = causal
+#if IMPL == 1
+  if (D <= 64) attn_wg<64>(q, k, v, o, L, D, causal, scale, smem);
+  else if (D <= 128) attn_wg<128>(q, k, v, o, L, D, causal, scale, smem);
+  else attn_generic(q, k, v, o, L, D, causal, scale);
+#else
   if (D <= 64) attn_tile<64>(q, k, v, o, L, D, causal, scale, smem);
   else if (D <= 128) attn_tile<128>(q, k, v, o, L, D, causal, scale, smem);
   else attn_generic(q, k, v, o, L, D, causal, scale);
+#endif
 }
