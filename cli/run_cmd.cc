@@ -7,11 +7,18 @@
 //   <out>/best/<target>.json        the best kernel: source, parameters, launch geometry, times
 //   <out>/results.jsonl             every evaluation result, one JSON object per line
 //   <out>/evaluators.pid            the evaluator processes' pids, one per line
+// `--resume` continues the run recorded in the folder's Redis (or --redis) after a crash, a lost
+// Redis or Ctrl-C: it restarts the private redis-server from its AOF (stopping one the dead run
+// left behind), checks that the recorded run is this one, rebuilds the search from Redis
+// (coordinator::Engine::resume) and finishes it with the budget that is left. A lock on
+// <out>/.kiln.lock keeps two kiln processes from working in one folder; evaluators die with the
+// process that started them (PR_SET_PDEATHSIG), so a killed run leaves none behind.
 #include "cli/run_cmd.h"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <cstring>
 #include <thread>
@@ -60,6 +68,7 @@ struct RunArgs {
   uint32_t islands = 2;
   uint64_t seed = 1;
   bool resume = false;
+  std::set<std::string> given;  // options named on the command line (a resume keeps the others)
   // `kiln coordinator`: no local evaluators; workers connect to `bind` from anywhere.
   bool coordinator_mode = false;
   std::string bind = "tcp://0.0.0.0:5555";
@@ -89,17 +98,28 @@ Result<std::chrono::seconds> parse_duration(const std::string& text) {
 class Child {
  public:
   static Result<std::unique_ptr<Child>> spawn(const std::vector<std::string>& argv, const std::string& log) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) return unavailable("starting " + argv[0] + ": " + std::strerror(rc));
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) return unavailable("opening " + log + ": " + std::strerror(errno));
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) {
+      const int err = errno;
+      close(fd);
+      return unavailable("starting " + argv[0] + ": " + std::strerror(err));
+    }
+    if (pid == 0) {
+      // Only async-signal-safe calls until exec. The child is told (SIGTERM) when this process
+      // dies, however it dies: a coordinator killed with SIGKILL leaves no evaluator behind, and
+      // `kiln run --resume` starts its own.
+      if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
+      if (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(127);
+      execve(args[0], args.data(), environ);
+      _exit(127);
+    }
+    close(fd);
     return std::unique_ptr<Child>(new Child(pid));
   }
   ~Child() {
@@ -125,6 +145,75 @@ std::vector<std::string> split(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// Whether `pid` is a live process (a zombie, or a pid no one holds, is not).
+bool process_alive(pid_t pid) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  return paren == std::string::npos || paren + 2 >= text.size() || (text[paren + 2] != 'Z' && text[paren + 2] != 'X');
+}
+
+// Holds <out>/.kiln.lock (flock) while this process works in the folder; the kernel lets go when
+// the process dies, however it dies. Not inherited by children (O_CLOEXEC).
+Result<int> lock_folder(const std::string& out) {
+  const std::string path = out + "/.kiln.lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return unavailable("opening " + path + ": " + std::strerror(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    close(fd);
+    return failed_precondition("another kiln process is working in " + out + " (it holds " + path +
+                               "); stop it first, or choose another --out");
+  }
+  return fd;
+}
+
+// A private redis-server that a run which died left behind (it runs in its own process group and
+// outlives kiln) still serves <dir>/redis.sock: it is asked to SHUTDOWN, which writes everything
+// it acknowledged to its AOF and removes the socket, so that the new one loads all of it. OK when
+// nothing listens there.
+Status stop_stale_redis(const std::string& dir) {
+  const std::string sock = dir + "/redis.sock";
+  if (!fs::exists(sock)) return Status::ok();
+  redis::RedisOptions o;
+  o.url = "unix://" + sock;
+  o.connect_timeout_ms = 1000;
+  o.max_reconnect_attempts = 1;
+  Result<redis::RedisClient> c = redis::RedisClient::connect(o);
+  if (!c.is_ok()) return Status::ok();  // a socket file that nothing listens on
+  pid_t pid = -1;
+  std::ifstream(dir + "/redis.pid") >> pid;
+  std::fprintf(stderr, "kiln run: the private redis-server of an earlier kiln process is still running; "
+                       "restarting it from its AOF\n");
+  (void)c->command({"SHUTDOWN"});  // the server closes the connection as it goes
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool listening = false;
+    if (fs::exists(sock)) listening = redis::RedisClient::connect(o).is_ok();
+    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
+    std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+    const bool ours = process_alive(pid) && command.find("redis") != std::string::npos;  // not a reused pid
+    if (!listening && !ours) return Status::ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return unavailable("the earlier redis-server in " + dir + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "") +
+                     " did not stop after SHUTDOWN; stop it, then run again");
+}
+
+// Connects to Redis, waiting while it answers LOADING: a redis-server restarted from its AOF
+// accepts connections before it has read the file back.
+Result<redis::RedisClient> connect_when_loaded(const redis::RedisOptions& options) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (true) {
+    Result<redis::RedisClient> c = redis::RedisClient::connect(options);
+    if (c.is_ok() || c.status().message().find("LOADING") == std::string::npos ||
+        std::chrono::steady_clock::now() > deadline) {
+      return c;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targets, const std::string& backend,
@@ -168,18 +257,77 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
 }
 
 int run_search(const RunArgs& a) {
-  auto fail = [](const std::string& msg) {
-    std::fprintf(stderr, "kiln run: %s\n", msg.c_str());
+  const char* who = a.coordinator_mode ? "kiln coordinator" : "kiln run";
+  auto fail = [who](const std::string& msg) {
+    std::fprintf(stderr, "%s: %s\n", who, msg.c_str());
     return 2;
   };
-  if (a.resume) return fail("--resume arrives with the rest of step 4 (restart-safe search state); start a new run");
   Result<std::chrono::seconds> budget = parse_duration(a.budget);
   if (!budget.is_ok()) return fail(budget.status().message());
+
+  // The folder, and Redis: a resume reads what to continue from it.
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec) return fail("creating " + a.out + ": " + ec.message());
+  const std::string out = fs::absolute(a.out).string();
+  Result<int> lock = lock_folder(out);
+  if (!lock.is_ok()) return fail(lock.status().message());
+  std::unique_ptr<LocalRedis> local;
+  std::string url = a.redis;
+  if (url.empty()) {
+    LocalRedisOptions lo;
+    lo.dir = out + "/redis";
+    lo.persist = true;
+    fs::create_directories(lo.dir, ec);
+    if (Status s = stop_stale_redis(lo.dir); !s.is_ok()) return fail(s.message());
+    Result<std::unique_ptr<LocalRedis>> r = LocalRedis::start(lo);
+    if (!r.is_ok()) return fail("starting a private redis-server: " + r.status().message() +
+                                " (install redis-server, or pass --redis URL)");
+    local = std::move(r).value();
+    url = local->url();
+    std::ofstream(lo.dir + "/redis.pid") << local->pid() << "\n";  // for a resume after a crash
+  }
+  redis::RedisOptions ro;
+  ro.url = url;
+  Result<redis::RedisClient> client = connect_when_loaded(ro);
+  if (!client.is_ok()) return fail("connecting to Redis at " + url + ": " + client.status().message());
+  redis::Store store(*client);
+  if (Status s = store.init_schema(); !s.is_ok()) return fail(s.message());
+  const std::string where = a.redis.empty() ? out : "Redis at " + a.redis;
+  Result<std::optional<coordinator::RunRecord>> recorded = coordinator::read_run_record(store);
+  if (!recorded.is_ok()) return fail("reading the run in " + where + ": " + recorded.status().message());
+  const std::string resume_hint = std::string(a.coordinator_mode ? "kiln coordinator" : "kiln run") +
+                                  " --resume " + (a.redis.empty() ? "--out " + out : "--redis " + a.redis);
+  if (!a.resume && *recorded) {
+    const coordinator::RunRecord& r = **recorded;
+    std::string names;
+    for (const auto& t : r.targets) names += (names.empty() ? "" : ",") + t;
+    return fail(where + " already holds run " + r.id + " (" + names + " on " + r.backend + ", " + r.state + "); continue it with `" + resume_hint +
+                "`, or choose another " + (a.redis.empty() ? "--out" : "database"));
+  }
+  if (a.resume && !*recorded) {
+    return fail("nothing to resume: " + where + " holds no run (kiln:run is absent); start a new run without --resume");
+  }
+  // A resume continues the recorded run: options not named again keep their recorded values.
+  const coordinator::RunRecord* rec = a.resume ? &**recorded : nullptr;
+  auto given = [&](const char* option) { return a.given.count(option) != 0; };
+  std::vector<std::string> names = rec && !given("targets") ? rec->targets : split(a.targets);
+  std::string backend = rec && !given("backend") ? rec->backend : a.backend;
+  const uint32_t islands = rec && !given("islands") ? rec->islands : a.islands;
+  const uint64_t patience = rec && !given("patience") ? rec->patience : a.patience;
+  const uint64_t seed = rec && !given("seed") ? rec->seed : a.seed;
+  const std::chrono::seconds total_budget = rec && !given("budget") ? std::chrono::seconds(rec->budget_s) : *budget;
+  uint32_t local_evaluators = a.evaluators;
+  if (rec && !given("evaluators")) {  // kiln:run also notes how many the run started
+    Result<std::map<std::string, std::string>> fields = store.get_run();
+    if (fields.is_ok() && fields->count("evaluators")) {
+      local_evaluators = static_cast<uint32_t>(std::strtoul(fields->at("evaluators").c_str(), nullptr, 10));
+    }
+  }
 
   // Targets and backend.
   const std::string root = a.targets_dir.empty() ? default_targets_dir() : a.targets_dir;
   std::vector<TargetSpec> targets;
-  std::vector<std::string> names = split(a.targets);
   if (names.empty()) {
     Result<std::vector<TargetSpec>> all = load_targets(root);
     if (!all.is_ok()) return fail(all.status().message());
@@ -191,7 +339,6 @@ int run_search(const RunArgs& a) {
       targets.push_back(std::move(t).value());
     }
   }
-  std::string backend = a.backend;
   std::vector<int> gpus;
   for (const auto& g : split(a.gpus)) gpus.push_back(std::atoi(g.c_str()));
   if (backend.empty() && a.coordinator_mode) backend = "cuda";  // the workers' backend, not ours
@@ -210,7 +357,15 @@ int run_search(const RunArgs& a) {
     std::fprintf(stderr, "kiln run: NOTICE: built without the CUDA backend; searching on the cpu backend\n");
 #endif
   }
-  if (backend == "cuda" && gpus.empty()) gpus.push_back(0);
+  if (backend == "cuda" && gpus.empty()) {
+#ifdef KILN_HAVE_CUDA
+    if (rec) {  // a resume names no GPUs: every visible one, as a new run would
+      cuda::CudaProbe p = cuda::probe_cuda();
+      for (size_t i = 0; i < p.gpus.size(); ++i) gpus.push_back(static_cast<int>(i));
+    }
+#endif
+    if (gpus.empty()) gpus.push_back(0);
+  }
   std::vector<TargetSpec> runnable;
   for (auto& t : targets) {
     if (t.backend(backend)) runnable.push_back(std::move(t));
@@ -218,41 +373,42 @@ int run_search(const RunArgs& a) {
   }
   if (runnable.empty()) return fail("no target has kernels for the " + backend + " backend");
 
-  // Redis.
-  std::error_code ec;
-  fs::create_directories(a.out, ec);
-  if (ec) return fail("creating " + a.out + ": " + ec.message());
-  const std::string out = fs::absolute(a.out).string();
-  std::unique_ptr<LocalRedis> local;
-  std::string url = a.redis;
-  if (url.empty()) {
-    LocalRedisOptions lo;
-    lo.dir = out + "/redis";
-    lo.persist = true;
-    fs::create_directories(lo.dir, ec);
-    Result<std::unique_ptr<LocalRedis>> r = LocalRedis::start(lo);
-    if (!r.is_ok()) return fail("starting a private redis-server: " + r.status().message() +
-                                " (install redis-server, or pass --redis URL)");
-    local = std::move(r).value();
-    url = local->url();
-  }
-  redis::RedisOptions ro;
-  ro.url = url;
-  Result<redis::RedisClient> client = redis::RedisClient::connect(ro);
-  if (!client.is_ok()) return fail("connecting to Redis at " + url + ": " + client.status().message());
-  redis::Store store(*client);
-  if (Status s = store.init_schema(); !s.is_ok()) return fail(s.message());
-
-  // Coordinator and evaluators.
+  // Coordinator, the search (new, or rebuilt from Redis) and evaluators.
   zmq::context_t ctx;
   coordinator::DispatcherOptions dopts;
   if (a.coordinator_mode) dopts.bind = a.bind;
   auto dispatcher = coordinator::Dispatcher::create(ctx, store, dopts);
   if (!dispatcher.is_ok()) return fail("binding the coordinator: " + dispatcher.status().message());
+  const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, local_evaluators);
+  coordinator::EngineOptions eo;
+  eo.backend = backend;
+  eo.budget = total_budget;
+  eo.seed = seed;
+  eo.search.islands = islands;
+  eo.limits.max_proposals_without_gain = patience;
+  eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
+  eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
+  coordinator::Engine engine(runnable, **dispatcher, eo, &store);
+  if (Status s = rec ? engine.resume() : engine.begin(); !s.is_ok()) {
+    return fail((rec ? "cannot resume: " : "recording the run: ") + s.message());
+  }
+  if (Status s = store.put_run({{"evaluators", std::to_string(count)}}); !s.is_ok()) return fail(s.message());
+  if (rec && engine.finished()) {
+    std::fprintf(stderr, "%s: run %s in %s had already finished; nothing to search, rewriting its output folder\n",
+                 who, engine.record().id.c_str(), where.c_str());
+    if (Status w = write_outputs(out, runnable, backend, engine); !w.is_ok()) return fail(w.message());
+    print_status_table(engine.reports(), stdout);
+    return 0;
+  }
+  if (rec) {
+    const double left = total_budget.count() > 0 ? std::max(0.0, total_budget.count() - engine.record().spent_s) : 0;
+    std::fprintf(stderr, "%s: resuming run %s (%.0f s of search already spent%s)\n", who,
+                 engine.record().id.c_str(), engine.record().spent_s,
+                 total_budget.count() > 0 ? (", " + std::to_string(static_cast<int64_t>(left)) + " s of the budget left").c_str() : "");
+  }
   const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
   const std::string cache = a.cache_dir.empty() ? eval::default_cache_dir() : a.cache_dir;
   std::vector<std::unique_ptr<Child>> evaluators;
-  const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, a.evaluators);
   std::ofstream(out + "/endpoint") << (*dispatcher)->endpoint() << "\n";
   if (a.coordinator_mode) {
     std::fprintf(stderr, "kiln coordinator: listening on %s; start workers with\n"
@@ -272,18 +428,9 @@ int run_search(const RunArgs& a) {
     std::ofstream pids(out + "/evaluators.pid");
     for (const auto& e : evaluators) pids << e->pid() << "\n";
   }
-  std::fprintf(stderr, "kiln run: %zu target(s) on the %s backend, %zu evaluator(s), budget %s, redis %s, output %s\n",
-               runnable.size(), backend.c_str(), count, a.budget.c_str(), url.c_str(), out.c_str());
+  std::fprintf(stderr, "kiln run: %zu target(s) on the %s backend, %zu evaluator(s), budget %llds, redis %s, output %s\n",
+               runnable.size(), backend.c_str(), count, static_cast<long long>(total_budget.count()), url.c_str(), out.c_str());
 
-  coordinator::EngineOptions eo;
-  eo.backend = backend;
-  eo.budget = *budget;
-  eo.seed = a.seed;
-  eo.search.islands = a.islands;
-  eo.limits.max_proposals_without_gain = a.patience;
-  eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
-  eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
-  coordinator::Engine engine(runnable, **dispatcher, eo);
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   const bool tty = isatty(STDERR_FILENO);
@@ -303,8 +450,14 @@ int run_search(const RunArgs& a) {
   signal(SIGTERM, SIG_DFL);
   (*dispatcher)->shutdown("run finished");
   publish(engine.reports());
-  if (!ran.is_ok()) std::fprintf(stderr, "kiln run: the search stopped: %s\n", ran.to_string().c_str());
-  if (g_stop.load()) std::fprintf(stderr, "kiln run: interrupted; writing what was found\n");
+  if (!ran.is_ok()) {
+    std::fprintf(stderr, "%s: the search stopped: %s\n", who, ran.to_string().c_str());
+    std::fprintf(stderr, "%s: the search state is in Redis%s; once it is reachable again, continue with: %s\n", who,
+                 a.redis.empty() ? (" (its AOF is in " + out + "/redis)").c_str() : "", resume_hint.c_str());
+  }
+  if (g_stop.load()) {
+    std::fprintf(stderr, "%s: interrupted; writing what was found (continue with: %s)\n", who, resume_hint.c_str());
+  }
   if (Status w = write_outputs(out, runnable, backend, engine); !w.is_ok()) return fail(w.message());
   std::printf("\n");
   print_status_table(engine.reports(), stdout);
@@ -336,7 +489,16 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");
   sub->add_option("--out", a->out, "Output folder")->capture_default_str();
   sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
-  sub->callback([&action, a] { action = [a] { return run_search(*a); }; });
+  sub->add_flag("--resume", a->resume,
+                "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
+                "coordinator stopped; options not given keep the run's");
+  sub->callback([&action, a, sub] {
+    for (const char* o : {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators"}) {
+      const CLI::Option* given = sub->get_option_no_throw(std::string("--") + o);
+      if (given && given->count() > 0) a->given.insert(o);
+    }
+    action = [a] { return run_search(*a); };
+  });
 }
 
 void add_run_command(CLI::App& app, std::function<int()>& action) {
@@ -359,8 +521,17 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
   sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--cache-dir", a->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
-  sub->add_flag("--resume", a->resume, "Continue a run (not yet available)");
-  sub->callback([&action, a] { action = [a] { return run_search(*a); }; });
+  sub->add_flag("--resume", a->resume,
+                "Continue the run in --out (or --redis) after a crash, a lost Redis or Ctrl-C: restarts\n"
+                "its Redis from the AOF, rebuilds the search and finishes it with the budget left;\n"
+                "results already in Redis are not evaluated again. Options not given keep the run's");
+  sub->callback([&action, a, sub] {
+    for (const char* o : {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators"}) {
+      const CLI::Option* given = sub->get_option_no_throw(std::string("--") + o);
+      if (given && given->count() > 0) a->given.insert(o);
+    }
+    action = [a] { return run_search(*a); };
+  });
 }
 
 }  // namespace kiln::cli

@@ -2,8 +2,20 @@
 // then the template's first valid configuration, then children the built-in proposer makes from
 // parents the population selects; every verified child is judged against its parent (keep or
 // revert), a new best is re-timed before it is crowned, and a target stops at its convergence
-// limits. Evaluations go through the Dispatcher (so through Redis leases and the workers); the
-// engine holds the search state, which the results in Redis can rebuild.
+// limits. Evaluations go through the Dispatcher (so through Redis leases and the workers).
+//
+// Restart safety: with a Store, every change of the search state is also written to Redis as it
+// happens (DESIGN.md "Redis layout"): the run's record (kiln:run), and per step one MULTI/EXEC
+// holding an entry of the run's search log (kiln:events:{run}) with the keys that change with it
+// (kiln:cand:{id}, kiln:pop:{t}:{arch}:{island}, kiln:target:{t}, kiln:src:{hash}):
+//   submit  a candidate's task, written BEFORE the task goes to the dispatcher;
+//   result  a judged result (seed baseline, child kept/reverted/failed, re-time crowned/rejected),
+//           with the result itself, written after the result arrived;
+//   done    a target converged, stopped or failed.
+// resume() rebuilds the state by replaying that log through the same code that wrote it, so the
+// populations (counters included), seen sets, baselines, bests and reports come back as they were;
+// then it folds in results that reached Redis after the last logged step, leaves tasks that hold
+// a lease to Dispatcher::recover(), and sends again what was logged but never handed out.
 #pragma once
 
 #include <atomic>
@@ -13,12 +25,15 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/builtin_proposer.h"
 #include "coordinator/dispatcher.h"
 #include "coordinator/search.h"
+#include "shared/redis_store.h"
 #include "shared/target_spec.h"
 
 namespace kiln::coordinator {
@@ -33,6 +48,28 @@ struct EngineOptions {
   uint64_t seed = 1;
   std::string toolchain = "kiln";   // part of candidate ids
 };
+
+// What kiln:run records about a run: what a resume must match (targets and their spec hashes,
+// backend, toolchain, islands), the options it was started with, and how far it got.
+struct RunRecord {
+  std::string id;                                  // names its search log, kiln:events:{id}
+  std::vector<std::string> targets;                // in the order given
+  std::map<std::string, std::string> spec_hashes;  // by target
+  std::string backend;
+  std::string toolchain;
+  uint64_t seed = 1;
+  uint32_t islands = 2;
+  uint32_t capacity = 8;
+  uint64_t patience = 64;
+  int64_t budget_s = 0;   // the whole run's budget; 0: none
+  double spent_s = 0;     // search time spent so far, over every coordinator process of the run
+  std::string state;      // "running" or "finished"
+  uint32_t starts = 0;    // coordinator processes that worked on it (1 + resumes)
+};
+
+// The run recorded in kiln:run; nullopt when the database holds none. DATA_LOSS when a field
+// does not parse.
+Result<std::optional<RunRecord>> read_run_record(redis::Store& store);
 
 // One target's standing, for progress lines, `kiln status` and the summary.
 struct TargetReport {
@@ -52,9 +89,32 @@ struct TargetReport {
 
 class Engine {
  public:
-  // `targets` must each have a kernel for options.backend.
-  Engine(std::vector<TargetSpec> targets, Dispatcher& dispatcher, EngineOptions options);
+  // `targets` must each have a kernel for options.backend. With a `store` (which must outlive the
+  // engine) the search state is written to Redis as it changes; without one it lives in memory
+  // only.
+  Engine(std::vector<TargetSpec> targets, Dispatcher& dispatcher, EngineOptions options,
+         redis::Store* store = nullptr);
   ~Engine();
+
+  // A new run: writes its record (kiln:run) before anything is submitted. run() calls it when
+  // neither begin() nor resume() was called. Needs a store.
+  Status begin();
+
+  // Continues the run recorded in the store after a coordinator restart (see the top of this
+  // file): rebuilds every target's state from the run's search log, folds in results already in
+  // Redis (they are not evaluated again), re-queues leased tasks with Dispatcher::recover() and
+  // resends logged tasks that were never handed out, each judged as its original submission would
+  // have been. The budget left is options.budget minus the time the run already spent.
+  // NOT_FOUND when the store holds no run; FAILED_PRECONDITION naming the difference when the
+  // recorded run is not this one (targets, their spec hashes, backend, toolchain, islands).
+  // Of a finished run it rebuilds the state and queues nothing: finished() is then true.
+  Status resume();
+
+  // The run's record as this engine last wrote it (begin() or resume() first).
+  const RunRecord& record() const { return record_; }
+
+  // Whether every target has converged, stopped or failed (the run is over).
+  bool finished() const;
 
   // Runs until every target has converged or failed, the budget is spent or `stop` is set;
   // `progress` is called about once a second and at the end.
@@ -63,8 +123,16 @@ class Engine {
 
   std::vector<TargetReport> reports() const;
 
-  // Every result received, in arrival order (for the output folder).
+  // Every result received, in arrival order (for the output folder); after resume() also those
+  // of the earlier coordinator processes of the run.
   const std::vector<proto::EvaluationResult>& results() const { return results_; }
+
+  // The search state of one target, for tests and tools: nullptr / empty for an unknown target.
+  const Population* population(std::string_view target) const;
+  // Candidate ids submitted for evaluation (the seen set), in submission order.
+  std::vector<std::string> submitted(std::string_view target) const;
+  // Tasks submitted and not yet answered.
+  size_t pending() const { return pending_.size(); }
 
  private:
   struct TargetState;
@@ -74,13 +142,32 @@ class Engine {
     Individual parent;   // kChild: the parent as it was; kRetime: the candidate re-timed
     Individual child;    // kChild: id, params, island, op; kRetime: unused
     std::string source;
+    proto::EvaluateTask task;  // as sent (for a resume that must send it again)
   };
 
+  static const char* kind_name(Pending::Kind kind);
+  static std::optional<Pending::Kind> kind_from(std::string_view name);
+  std::optional<size_t> target_index(std::string_view name) const;
+
   void allocate();
-  void top_up(size_t t);
-  void on_result(const proto::EvaluationResult& r);
-  std::string submit(size_t t, Pending::Kind kind, const std::string& source,
-                     const std::map<std::string, std::string>& params, const std::string& id);
+  Status top_up(size_t t);
+  Status on_result(const proto::EvaluationResult& r);
+  // Logs (with a store) and sends the task of candidate `id`; `p` carries kind, parent and child.
+  Status submit(size_t t, Pending p, const std::string& source,
+                const std::map<std::string, std::string>& params, const std::string& id);
+  void track(Pending p);  // counts a submitted task as pending
+  Status mark_done(size_t t, const std::string& state);
+  // Writes one step of the search log with a store (nothing without one, or while replaying).
+  Status write(redis::SearchStep step);
+  std::vector<std::pair<redis::PopulationKey, std::vector<std::pair<std::string, double>>>>
+  population_members(size_t t) const;
+  // resume(): one logged step replayed; a source text by hash (read once).
+  Status replay_submit(const std::map<std::string, std::string>& e);
+  Status replay_result(const std::map<std::string, std::string>& e);
+  Result<std::string> source_of(const std::string& hash);
+  Status check_record(const RunRecord& recorded) const;
+  Status save_progress();  // the time spent (and "finished") in kiln:run
+  double spent_s() const;
 
   Dispatcher* dispatcher_;
   EngineOptions options_;
@@ -90,6 +177,15 @@ class Engine {
   std::mt19937_64 rng_;
   std::chrono::steady_clock::time_point start_;
   uint64_t task_seq_ = 0;
+  redis::Store* store_ = nullptr;
+  RunRecord record_;
+  bool begun_ = false;
+  bool running_ = false;       // inside run(): spent_s() counts from start_
+  double spent_before_ = 0;    // search time of the run before this run() call
+  bool replaying_ = false;  // resume(): state changes only, nothing written or sent
+  std::map<std::string, std::string> sources_;  // source text by hash, read back on resume
+  std::set<std::string> sources_written_;       // hashes this process has put in kiln:src
+  std::set<std::string> retimes_logged_;        // resume(): candidates whose re-time was logged
 };
 
 }  // namespace kiln::coordinator

@@ -81,6 +81,7 @@ std::string result(std::string_view id, std::string_view arch) {
 std::string lease(std::string_view task) { return join({"lease", task}); }
 std::string inflight() { return join({"inflight"}); }
 std::string targets() { return join({"targets"}); }
+std::string run() { return join({"run"}); }
 std::string events(std::string_view run) { return join({"events", run}); }
 
 }  // namespace kiln::redis::keys

@@ -35,6 +35,7 @@ std::string result(std::string_view id, std::string_view arch);    // kiln:resul
 std::string lease(std::string_view task);                          // kiln:lease:{task}
 std::string inflight();                                            // kiln:inflight
 std::string targets();                                             // kiln:targets (set of names)
+std::string run();                                                 // kiln:run (the run's record)
 std::string events(std::string_view run);                          // kiln:events:{run}
 
 }  // namespace kiln::redis::keys

@@ -266,6 +266,108 @@ Result<std::vector<std::pair<std::string, std::map<std::string, std::string>>>> 
   return out;
 }
 
+Status Store::put_run(const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (fields.empty()) return invalid_argument("the run record update has no fields");
+  std::vector<std::string> hset = {"HSET", keys::run()};
+  for (const auto& [k, v] : fields) {
+    hset.push_back(k);
+    hset.push_back(v);
+  }
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent(hset));
+  return check_reply(reply);
+}
+
+Result<std::map<std::string, std::string>> Store::get_run() {
+  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent({"HGETALL", keys::run()}));
+  KILN_ASSIGN_OR_RETURN(auto pairs, parse_field_pairs(reply, "redis HGETALL " + keys::run()));
+  return std::map<std::string, std::string>(pairs.begin(), pairs.end());
+}
+
+Status Store::write_step(std::string_view run, const SearchStep& step) {
+  KILN_RETURN_IF_ERROR(validate_components({{"run id", run}}));
+  if (step.event.empty()) return invalid_argument("search step of run " + std::string(run) + " has no event");
+  if (!step.candidate.empty()) KILN_RETURN_IF_ERROR(validate_components({{"candidate id", step.candidate}}));
+  if (!step.target.empty()) KILN_RETURN_IF_ERROR(validate_components({{"target", step.target}}));
+  for (const auto& [pop, members] : step.populations) {
+    KILN_RETURN_IF_ERROR(validate_components(
+        {{"target", pop.target}, {"arch", pop.arch}, {"island", pop.island}}));
+    for (const auto& [id, score] : members) {
+      if (std::isnan(score)) return invalid_argument("population member " + id + ": score is NaN");
+    }
+  }
+  auto hset = [](std::string key, const std::vector<std::pair<std::string, std::string>>& fields) {
+    std::vector<std::string> c = {"HSET", std::move(key)};
+    for (const auto& [k, v] : fields) {
+      c.push_back(k);
+      c.push_back(v);
+    }
+    return c;
+  };
+  std::vector<std::vector<std::string>> commands;
+  for (const std::string& text : step.sources) {
+    commands.push_back({"SET", keys::source(sha256_hex(text)), text, "NX"});
+  }
+  if (!step.candidate.empty() && !step.candidate_fields.empty()) {
+    commands.push_back(hset(keys::candidate(step.candidate), step.candidate_fields));
+  }
+  if (!step.target.empty() && !step.target_fields.empty()) {
+    commands.push_back(hset(keys::target(step.target), step.target_fields));
+    commands.push_back({"SADD", keys::targets(), step.target});
+  }
+  for (const auto& [pop, members] : step.populations) {
+    std::string key = keys::population(pop.target, pop.arch, pop.island);
+    commands.push_back({"DEL", key});
+    if (members.empty()) continue;
+    std::vector<std::string> zadd = {"ZADD", key};
+    for (const auto& [id, score] : members) {
+      zadd.push_back(format_score(score));
+      zadd.push_back(id);
+    }
+    commands.push_back(std::move(zadd));
+  }
+  if (!step.run_fields.empty()) commands.push_back(hset(keys::run(), step.run_fields));
+  std::vector<std::string> xadd = {"XADD", keys::events(run), "*"};
+  for (const auto& [k, v] : step.event) {
+    xadd.push_back(k);
+    xadd.push_back(v);
+  }
+  commands.push_back(std::move(xadd));
+  KILN_ASSIGN_OR_RETURN(std::vector<Reply> replies, client_->transaction(commands));
+  for (const Reply& reply : replies) {
+    KILN_RETURN_IF_ERROR(check_reply(reply).with_context("writing a search step of run " +
+                                                         std::string(run) + " (partially applied)"));
+  }
+  return Status::ok();
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> Store::find_results(std::string_view id) {
+  KILN_RETURN_IF_ERROR(validate_components({{"candidate id", id}}));
+  const std::string prefix = keys::result(id, "");  // kiln:result:{id}:
+  std::vector<std::string> found;
+  std::string cursor = "0";
+  do {
+    KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent(
+                                           {"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"}));
+    if (!reply.is_array() || reply.elements.size() != 2 || !reply.elements[1].is_array()) {
+      return internal_error("redis SCAN: unexpected reply");
+    }
+    KILN_ASSIGN_OR_RETURN(cursor, reply.elements[0].as_string());
+    for (const Reply& key : reply.elements[1].elements) {
+      KILN_ASSIGN_OR_RETURN(std::string k, key.as_string());
+      found.push_back(std::move(k));
+    }
+  } while (cursor != "0");
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());  // SCAN may repeat a key
+  std::vector<std::pair<std::string, std::string>> results;
+  for (const std::string& key : found) {
+    KILN_ASSIGN_OR_RETURN(Reply reply, client_->command_idempotent({"GET", key}));
+    KILN_ASSIGN_OR_RETURN(std::optional<std::string> bytes, reply.as_optional_string());
+    if (bytes) results.emplace_back(key.substr(prefix.size()), std::move(*bytes));
+  }
+  return results;
+}
+
 Result<std::string> Store::append_event(
     std::string_view run, const std::vector<std::pair<std::string, std::string>>& fields) {
   KILN_RETURN_IF_ERROR(validate_components({{"run id", run}}));

@@ -34,6 +34,21 @@ struct PopulationKey {
   std::string island;
 };
 
+// One step of a run's search as the coordinator's engine records it: an entry of the run's search
+// log (kiln:events:{run}) and the keys that change with it. Store::write_step sends it as one
+// MULTI/EXEC, so a crash leaves all of it or none.
+struct SearchStep {
+  std::vector<std::pair<std::string, std::string>> event;  // XADD kiln:events:{run} * (not empty)
+  std::vector<std::string> sources;                        // SET kiln:src:{sha256(text)} text NX
+  std::string candidate;                                   // kiln:cand:{id} to HSET; empty: none
+  std::vector<std::pair<std::string, std::string>> candidate_fields;
+  std::string target;                                      // kiln:target:{t} to HSET; empty: none
+  std::vector<std::pair<std::string, std::string>> target_fields;
+  // Populations whose members are replaced: DEL, then ZADD of every (member, median time).
+  std::vector<std::pair<PopulationKey, std::vector<std::pair<std::string, double>>>> populations;
+  std::vector<std::pair<std::string, std::string>> run_fields;  // HSET kiln:run
+};
+
 struct StreamEvent {
   std::string id;                                           // stream id "ms-seq"
   std::vector<std::pair<std::string, std::string>> fields;  // in insertion order
@@ -86,6 +101,20 @@ class Store {
                            const std::vector<std::pair<std::string, std::string>>& fields);
   // Every target in kiln:targets with its hash's fields, names sorted.
   Result<std::vector<std::pair<std::string, std::map<std::string, std::string>>>> target_statuses();
+
+  // The record of the run this database holds (the hash kiln:run: identity, options, time spent,
+  // state). put_run replaces the fields it names; get_run returns an empty map when there is none.
+  Status put_run(const std::vector<std::pair<std::string, std::string>>& fields);
+  Result<std::map<std::string, std::string>> get_run();
+
+  // Writes `step` in one MULTI/EXEC (see SearchStep). Every key component is validated and the
+  // event must have fields before anything is sent; an error reply at EXEC is reported (Redis
+  // does not roll back the others). Not retried after a lost connection.
+  Status write_step(std::string_view run, const SearchStep& step);
+
+  // Every result stored for candidate `id`, under any arch, as (arch, bytes) sorted by arch. Walks
+  // the keyspace with SCAN: meant for a resume, which asks about the few candidates in flight.
+  Result<std::vector<std::pair<std::string, std::string>>> find_results(std::string_view id);
 
   // XADD kiln:events:{run} * fields...; returns the new stream id. `fields` must not be empty.
   Result<std::string> append_event(std::string_view run,

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -251,6 +252,71 @@ TEST_F(RedisStoreTest, TargetStatusesRoundTripSortedByName) {
   EXPECT_EQ((*all)[1].second.at("best_us"), "93.5");     // kept
   EXPECT_FALSE(store_->put_target_status("bad key", {{"a", "b"}}).is_ok());
   EXPECT_FALSE(store_->put_target_status("x", {}).is_ok());
+}
+
+TEST_F(RedisStoreTest, RunRecordFieldsAreReplacedByName) {
+  auto none = store_->get_run();
+  ASSERT_TRUE(none.is_ok()) << none.status().to_string();
+  EXPECT_TRUE(none->empty());
+  ASSERT_TRUE(store_->put_run({{"id", "run-1"}, {"state", "running"}}).is_ok());
+  ASSERT_TRUE(store_->put_run({{"state", "finished"}, {"spent_s", "12.5"}}).is_ok());
+  auto run = store_->get_run();
+  ASSERT_TRUE(run.is_ok());
+  EXPECT_EQ(*run, (std::map<std::string, std::string>{{"id", "run-1"}, {"state", "finished"}, {"spent_s", "12.5"}}));
+  EXPECT_EQ(keys::run(), "kiln:run");
+  EXPECT_FALSE(store_->put_run({}).is_ok());
+}
+
+TEST_F(RedisStoreTest, WriteStepChangesEveryKeyAndLogsTheEventTogether) {
+  SearchStep step;
+  step.event = {{"type", "result"}, {"task", "t1"}, {"result", std::string("\x00\xff bytes", 8)}};
+  step.sources = {"__global__ void k() {}"};
+  step.candidate = "c1";
+  step.candidate_fields = {{"status", "kept"}, {"median_us", "12.5"}};
+  step.target = "reduce";
+  step.target_fields = {{"best_id", "c1"}};
+  step.populations = {{{"reduce", "cpu", "0"}, {{"c1", 12.5}, {"c0", 20}}}, {{"reduce", "cpu", "1"}, {}}};
+  step.run_fields = {{"state", "running"}};
+  ASSERT_TRUE(run({"ZADD", "kiln:pop:reduce:cpu:1", "99", "gone"}).is_integer());
+  Status written = store_->write_step("run-1", step);
+  ASSERT_TRUE(written.is_ok()) << written.to_string();
+  auto events = store_->read_events("run-1", "", 10);
+  ASSERT_TRUE(events.is_ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].fields, step.event);  // binary-safe
+  EXPECT_EQ(*store_->get_source(sha256_hex(step.sources[0])), step.sources[0]);
+  auto cand = store_->get_candidate("c1");
+  ASSERT_TRUE(cand.is_ok() && cand->has_value());
+  EXPECT_EQ((*cand)->status, "kept");
+  auto best = store_->population_best("reduce", "cpu", "0", 10);
+  ASSERT_TRUE(best.is_ok());
+  EXPECT_EQ(*best, (std::vector<std::pair<std::string, double>>{{"c1", 12.5}, {"c0", 20}}));
+  EXPECT_TRUE(store_->population_best("reduce", "cpu", "1", 10)->empty());  // replaced by none
+  EXPECT_EQ(store_->target_statuses()->at(0).second.at("best_id"), "c1");
+  EXPECT_EQ(store_->get_run()->at("state"), "running");
+
+  // Bad input is refused before anything is sent.
+  SearchStep bad = step;
+  bad.candidate = "a:b";
+  EXPECT_EQ(store_->write_step("run-1", bad).code(), StatusCode::kInvalidArgument);
+  bad = step;
+  bad.event.clear();
+  EXPECT_EQ(store_->write_step("run-1", bad).code(), StatusCode::kInvalidArgument);
+  bad = step;
+  bad.populations[0].second[0].second = std::nan("");
+  EXPECT_EQ(store_->write_step("run-1", bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->read_events("run-1", "", 10)->size(), 1u);
+}
+
+TEST_F(RedisStoreTest, FindResultsReturnsEveryArchOfOneCandidate) {
+  ASSERT_TRUE(store_->put_result_once("c1", "sm_90/H100", "r-h100").is_ok());
+  ASSERT_TRUE(store_->put_result_once("c1", "cpu/x86", "r-cpu").is_ok());
+  ASSERT_TRUE(store_->put_result_once("c10", "cpu/x86", "other").is_ok());
+  auto found = store_->find_results("c1");
+  ASSERT_TRUE(found.is_ok()) << found.status().to_string();
+  EXPECT_EQ(*found, (std::vector<std::pair<std::string, std::string>>{{"cpu/x86", "r-cpu"}, {"sm_90/H100", "r-h100"}}));
+  EXPECT_TRUE(store_->find_results("c2")->empty());
+  EXPECT_FALSE(store_->find_results("c*").is_ok());
 }
 
 }  // namespace

@@ -1,0 +1,390 @@
+// Engine restart safety against a real redis-server and real ZeroMQ sockets: a search runs with a
+// synthetic worker (a DEALER thread that answers every task at once with a time derived from the
+// candidate id), is stopped in the middle, and a second Engine on a new Dispatcher rebuilds its
+// state from what the first wrote to Redis. The rebuilt populations (elites, counters, crown),
+// seen sets, reports, results and pending tasks must equal the original's; the rebuilt search then
+// finishes without merging any task twice. Also: a resume refuses a run with other targets or
+// another backend, and a new run refuses a database that already holds one.
+#include "coordinator/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "shared/redis_client.h"
+#include "shared/transport.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::coordinator {
+namespace {
+
+// A worker thread with its own DEALER: answers each task with a verified result whose time is a
+// function of the candidate id (so a re-time measures the same), and sets `stop_after` once it
+// has answered `limit` tasks.
+class SyntheticWorker {
+ public:
+  SyntheticWorker(zmq::context_t& ctx, std::string endpoint, size_t limit, std::atomic<bool>* stop_after)
+      : thread_([this, &ctx, endpoint, limit, stop_after] { loop(ctx, endpoint, limit, stop_after); }) {}
+  ~SyntheticWorker() {
+    quit_ = true;
+    thread_.join();
+  }
+  size_t answered() const { return answered_.load(); }
+  std::set<std::string> received() {
+    std::lock_guard lock(mu_);
+    return received_;
+  }
+
+  static double time_of(const std::string& candidate_id) {
+    return 20.0 + static_cast<double>(std::hash<std::string>{}(candidate_id) % 2000) / 100.0;
+  }
+
+ private:
+  void loop(zmq::context_t& ctx, const std::string& endpoint, size_t limit, std::atomic<bool>* stop_after) {
+    auto d = net::DealerSocket::connect(ctx, endpoint, net::SocketOptions{});
+    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+    proto::IdGenerator ids("synthetic");
+    auto send = [&](proto::Message body) {
+      (void)d->send(proto::encode({proto::kProtocolVersion, ids.next(), std::move(body)}));
+    };
+    proto::Hello hello;
+    hello.role = "evaluator";
+    hello.node = "test";
+    hello.worker_id = "synthetic";
+    hello.backends = {"cpu"};
+    hello.capacity = 4;
+    send(hello);
+    send(proto::Credit{4});
+    auto last_beat = std::chrono::steady_clock::now();
+    while (!quit_) {
+      auto got = d->receive(10);
+      if (got.is_ok() && got->has_value()) {
+        auto env = proto::decode(**got);
+        if (env.is_ok()) {
+          if (auto* task = std::get_if<proto::EvaluateTask>(&env->body)) {
+            {
+              std::lock_guard lock(mu_);
+              received_.insert(task->task_id);
+            }
+            proto::EvaluationResult r;
+            r.task_id = task->task_id;
+            r.candidate_id = task->candidate_id;
+            r.arch = "cpu/test";
+            r.outcome = proto::Outcome::kVerified;
+            r.timing.median_us = time_of(task->candidate_id);
+            r.timing.noise_rel = 0.002;
+            r.metrics["fraction_of_floor"] = 0.25;
+            send(r);
+            send(proto::Credit{1});
+            if (++answered_ >= limit && stop_after) stop_after->store(true);
+          }
+        }
+      }
+      if (std::chrono::steady_clock::now() - last_beat > std::chrono::milliseconds(30)) {
+        send(proto::Heartbeat{});
+        last_beat = std::chrono::steady_clock::now();
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::set<std::string> received_;
+  std::atomic<bool> quit_{false};
+  std::atomic<size_t> answered_{0};
+  std::thread thread_;
+};
+
+std::string describe(const Individual& i) {
+  std::ostringstream s;
+  s << i.id << " params=";
+  for (const auto& [k, v] : i.params) s << k << "=" << v << ",";
+  s << " t=" << i.median_us << " noise=" << i.noise_rel << " parent=" << i.parent_id << " op=" << i.op
+    << " gen=" << i.generation << " island=" << i.island << " children=" << i.children;
+  return s.str();
+}
+
+std::vector<std::string> describe(const Population& p) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < p.islands().size(); ++i) {
+    for (const Individual& e : p.island(i).elites()) out.push_back(std::to_string(i) + ": " + describe(e));
+  }
+  out.push_back("crowned: " + (p.crowned() ? describe(*p.crowned()) : "-"));
+  out.push_back("pending crown: " + (p.pending_crown() ? describe(*p.pending_crown()) : "-"));
+  out.push_back("proposals since improvement: " + std::to_string(p.proposals_since_improvement()));
+  out.push_back("accepted: " + std::to_string(p.accepted()));
+  return out;
+}
+
+std::string describe(const TargetReport& r) {
+  std::ostringstream s;
+  s << r.target << " state=" << r.state << " evals=" << r.evaluations << " fails=" << r.failures
+    << " accepted=" << r.accepted << " seed=" << r.seed_us << " best=" << r.best_us << " id=" << r.best_id
+    << " label=" << r.best_label << " floor=" << r.fraction_of_floor << " source=" << r.best_source.size();
+  return s.str();
+}
+
+class EngineResumeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(server_.started()) << server_.error();
+    redis::RedisOptions o;
+    o.url = "unix://" + server_.socket_path();
+    auto c = redis::RedisClient::connect(o);
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    client_.emplace(std::move(c).value());
+    store_.emplace(*client_);
+    ASSERT_TRUE(store_->init_schema().is_ok());
+    for (const char* name : {"reduce", "rmsnorm"}) {
+      auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/" + name);
+      ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+      targets_.push_back(std::move(t).value());
+    }
+  }
+  std::unique_ptr<Dispatcher> dispatcher() {
+    DispatcherOptions o;
+    o.heartbeat.interval_ms = 50;
+    o.heartbeat.liveness = 10;
+    auto d = Dispatcher::create(ctx_, *store_, o);
+    EXPECT_TRUE(d.is_ok()) << d.status().to_string();
+    return d.is_ok() ? std::move(d).value() : nullptr;
+  }
+  EngineOptions options() const {
+    EngineOptions eo;
+    eo.backend = "cpu";
+    eo.seed = 7;
+    eo.limits.max_proposals_without_gain = 10;
+    eo.in_flight_per_target = 3;
+    eo.toolchain = "kiln-test";
+    return eo;
+  }
+
+  testing::RedisServer server_;
+  std::optional<redis::RedisClient> client_;
+  std::optional<redis::Store> store_;
+  zmq::context_t ctx_;
+  std::vector<TargetSpec> targets_;
+};
+
+TEST_F(EngineResumeTest, AnEngineRebuiltFromRedisHasTheSameStateAndFinishesTheRun) {
+  std::atomic<bool> stop{false};
+  auto d1 = dispatcher();
+  ASSERT_NE(d1, nullptr);
+  Engine first(targets_, *d1, options(), &*store_);
+  ASSERT_TRUE(first.begin().is_ok());
+  {
+    // The built-in cpu targets have small template spaces: the whole search is about 13
+    // evaluations, so it is stopped after 6.
+    SyntheticWorker worker(ctx_, d1->endpoint(), 6, &stop);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    std::atomic<bool> done{false};
+    std::thread guard([&] {  // never hang the suite: stop the search at the deadline
+      while (!done.load() && !stop.load() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      stop.store(true);
+    });
+    Status ran = first.run(stop, nullptr);
+    done.store(true);
+    guard.join();
+    ASSERT_TRUE(ran.is_ok()) << ran.to_string();
+    ASSERT_GE(worker.answered(), 6u);
+  }
+  ASSERT_FALSE(first.finished());
+  ASSERT_GT(first.pending(), 0u) << "the first search was stopped with nothing in flight";
+
+  // A new coordinator process: a new dispatcher, a new engine on the same Redis.
+  auto d2 = dispatcher();
+  ASSERT_NE(d2, nullptr);
+  Engine second(targets_, *d2, options(), &*store_);
+  Status resumed = second.resume();
+  ASSERT_TRUE(resumed.is_ok()) << resumed.to_string();
+  EXPECT_EQ(second.record().id, first.record().id);
+  EXPECT_EQ(second.record().starts, 2u);
+  EXPECT_EQ(second.pending(), first.pending());
+  ASSERT_EQ(second.results().size(), first.results().size());
+  for (size_t i = 0; i < first.results().size(); ++i) EXPECT_EQ(second.results()[i], first.results()[i]) << i;
+  ASSERT_EQ(second.reports().size(), first.reports().size());
+  for (size_t t = 0; t < first.reports().size(); ++t) {
+    EXPECT_EQ(describe(second.reports()[t]), describe(first.reports()[t]));
+  }
+  for (const TargetSpec& t : targets_) {
+    SCOPED_TRACE(t.name);
+    ASSERT_NE(first.population(t.name), nullptr);
+    ASSERT_NE(second.population(t.name), nullptr);
+    EXPECT_EQ(describe(*second.population(t.name)), describe(*first.population(t.name)));
+    EXPECT_EQ(second.submitted(t.name), first.submitted(t.name));
+    EXPECT_FALSE(first.submitted(t.name).empty());
+    // The population sets in Redis hold the same members with the same times.
+    const Population& pop = *first.population(t.name);
+    for (size_t i = 0; i < pop.islands().size(); ++i) {
+      auto stored = store_->population_best(t.name, pop.arch(), std::to_string(i), 100);
+      ASSERT_TRUE(stored.is_ok()) << stored.status().to_string();
+      std::set<std::pair<std::string, double>> want, got(stored->begin(), stored->end());
+      for (const Individual& e : pop.island(i).elites()) want.insert({e.id, e.median_us});
+      EXPECT_EQ(got, want) << "island " << i;
+    }
+    // Every submitted candidate has its record.
+    for (const std::string& id : first.submitted(t.name)) {
+      auto c = store_->get_candidate(id);
+      ASSERT_TRUE(c.is_ok() && c->has_value()) << id;
+      EXPECT_FALSE((*c)->status.empty());
+    }
+  }
+
+  // The resumed search finishes, and no task is merged twice across both engines.
+  stop.store(false);
+  {
+    SyntheticWorker worker(ctx_, d2->endpoint(), 1000000, nullptr);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+    std::atomic<bool> done{false};
+    std::thread guard([&] {
+      while (!done.load() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      stop.store(true);
+    });
+    Status ran = second.run(stop, nullptr);
+    done.store(true);
+    guard.join();
+    ASSERT_TRUE(ran.is_ok()) << ran.to_string();
+  }
+  EXPECT_TRUE(second.finished());
+  EXPECT_EQ(second.pending(), 0u);
+  std::map<std::string, int> per_task, per_candidate;
+  for (const auto& r : second.results()) {
+    ++per_task[r.task_id];
+    ++per_candidate[r.candidate_id];
+  }
+  for (const auto& [task, n] : per_task) EXPECT_EQ(n, 1) << task;
+  for (const auto& [cand, n] : per_candidate) EXPECT_LE(n, 2) << cand;  // a crowned best's re-time
+  auto record = read_run_record(*store_);
+  ASSERT_TRUE(record.is_ok() && record->has_value());
+  EXPECT_EQ((*record)->state, "finished");
+  EXPECT_GT((*record)->spent_s, 0);
+
+  // A resume of the finished run rebuilds it and has nothing to send.
+  auto d3 = dispatcher();
+  Engine third(targets_, *d3, options(), &*store_);
+  ASSERT_TRUE(third.resume().is_ok());
+  EXPECT_TRUE(third.finished());
+  EXPECT_EQ(third.pending(), 0u);
+  EXPECT_EQ(third.results().size(), second.results().size());
+  EXPECT_EQ(d3->queued(), 0u);
+  for (size_t t = 0; t < second.reports().size(); ++t) {
+    EXPECT_EQ(describe(third.reports()[t]), describe(second.reports()[t]));
+  }
+}
+
+// The dispatcher writes a result to Redis before the engine logs its judgement: a coordinator that
+// dies in between leaves a result that no logged step mentions. The resume folds it in (it is not
+// evaluated again) and finishes the rest.
+TEST_F(EngineResumeTest, AResultInRedisThatWasNeverJudgedIsFoldedIn) {
+  std::atomic<bool> stop{false};
+  auto d1 = dispatcher();
+  ASSERT_NE(d1, nullptr);
+  Engine first(targets_, *d1, options(), &*store_);
+  ASSERT_TRUE(first.begin().is_ok());
+  {
+    SyntheticWorker worker(ctx_, d1->endpoint(), 3, &stop);
+    ASSERT_TRUE(first.run(stop, nullptr).is_ok());
+  }
+  // Play the dispatcher's part for one leased task: its result goes to Redis, its lease away.
+  auto leased = store_->expired_leases(std::numeric_limits<int64_t>::max());
+  ASSERT_TRUE(leased.is_ok() && !leased->empty()) << "nothing was in flight";
+  const std::string task_id = leased->front();
+  auto payload = store_->lease_payload(task_id);
+  ASSERT_TRUE(payload.is_ok() && payload->has_value());
+  auto env = proto::decode(**payload);
+  ASSERT_TRUE(env.is_ok());
+  const auto& task = std::get<proto::EvaluateTask>(env->body);
+  proto::EvaluationResult r;
+  r.task_id = task.task_id;
+  r.candidate_id = task.candidate_id;
+  r.arch = "cpu/test";
+  r.outcome = proto::Outcome::kVerified;
+  r.timing.median_us = SyntheticWorker::time_of(task.candidate_id);
+  ASSERT_TRUE(store_->put_result_once(r.candidate_id, r.arch, proto::encode({proto::kProtocolVersion, r.task_id, r})).is_ok());
+  ASSERT_TRUE(store_->release_lease(task_id).is_ok());
+
+  auto d2 = dispatcher();
+  Engine second(targets_, *d2, options(), &*store_);
+  ASSERT_TRUE(second.resume().is_ok());
+  ASSERT_EQ(second.results().size(), first.results().size() + 1);
+  EXPECT_EQ(second.results().back(), r);
+  stop.store(false);
+  std::set<std::string> sent;
+  {
+    SyntheticWorker worker(ctx_, d2->endpoint(), 1000000, nullptr);
+    std::atomic<bool> done{false};
+    std::thread guard([&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
+      while (!done.load() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      stop.store(true);
+    });
+    Status ran = second.run(stop, nullptr);
+    done.store(true);
+    guard.join();
+    ASSERT_TRUE(ran.is_ok()) << ran.to_string();
+    sent = worker.received();
+  }
+  EXPECT_TRUE(second.finished());
+  EXPECT_FALSE(sent.count(task_id)) << "the folded task was evaluated again";
+  std::map<std::string, int> per_task;
+  for (const auto& res : second.results()) ++per_task[res.task_id];
+  for (const auto& [t, n] : per_task) EXPECT_EQ(n, 1) << t;
+  // Once judged, it is in the log: a later resume replays it like any other.
+  auto d3 = dispatcher();
+  Engine third(targets_, *d3, options(), &*store_);
+  ASSERT_TRUE(third.resume().is_ok());
+  EXPECT_EQ(third.results(), second.results());
+}
+
+TEST_F(EngineResumeTest, RefusesToContinueAnotherRun) {
+  auto d = dispatcher();
+  ASSERT_NE(d, nullptr);
+  std::vector<TargetSpec> just_reduce = {targets_[0]};
+  Engine first(just_reduce, *d, options(), &*store_);
+  ASSERT_TRUE(first.begin().is_ok());
+
+  Engine again(just_reduce, *d, options(), &*store_);
+  Status twice = again.begin();
+  EXPECT_EQ(twice.code(), StatusCode::kAlreadyExists) << twice.to_string();
+
+  Engine more(targets_, *d, options(), &*store_);
+  Status other_targets = more.resume();
+  EXPECT_EQ(other_targets.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(other_targets.message().find("rmsnorm"), std::string::npos) << other_targets.to_string();
+
+  EngineOptions cuda = options();
+  cuda.backend = "cuda";
+  Engine other_backend(just_reduce, *d, cuda, &*store_);
+  Status backend = other_backend.resume();
+  EXPECT_EQ(backend.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(backend.message().find("cpu backend"), std::string::npos) << backend.to_string();
+
+  EngineOptions islands = options();
+  islands.search.islands = 3;
+  Engine other_islands(just_reduce, *d, islands, &*store_);
+  EXPECT_EQ(other_islands.resume().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(EngineResumeTest, NothingToResumeInAnEmptyDatabase) {
+  auto d = dispatcher();
+  ASSERT_NE(d, nullptr);
+  Engine e(targets_, *d, options(), &*store_);
+  EXPECT_EQ(e.resume().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace kiln::coordinator
