@@ -221,6 +221,18 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
   std::error_code ec;
   fs::create_directories(fs::path(out) / "best", ec);
   if (ec) return unavailable("creating " + out + "/best: " + ec.message());
+  // What proposal agents (`kiln agent`) contributed in this process's part of the run.
+  const coordinator::AgentStats& a = engine.agent_stats();
+  std::ofstream(fs::path(out) / "agents.json")
+      << nlohmann::json({{"asked", a.asked}, {"answered", a.answered}, {"failed", a.failed},
+                         {"children", a.children}, {"duplicates", a.duplicates}, {"rejected", a.rejected}})
+             .dump(2)
+      << "\n";
+  if (a.asked > 0) {
+    std::fprintf(stderr, "agents: %llu proposal(s) asked, %llu answered, %llu failed; %llu child(ren) evaluated\n",
+                 static_cast<unsigned long long>(a.asked), static_cast<unsigned long long>(a.answered),
+                 static_cast<unsigned long long>(a.failed), static_cast<unsigned long long>(a.children));
+  }
   nlohmann::json summary = nlohmann::json::array();
   for (const auto& r : engine.reports()) {
     nlohmann::json j = {{"target", r.target}, {"state", r.state}, {"evaluations", r.evaluations},

@@ -157,6 +157,7 @@ struct Engine::TargetState {
   bool exhausted = false;
   bool done = false;
   uint32_t in_flight = 0;
+  uint32_t asking = 0;  // propose tasks at agents (counted in in_flight too)
   uint32_t slots = 1;  // evaluations it may have queued or running (allocate_slots below)
   uint32_t next_island = 0;
   std::vector<std::string> submitted;  // candidate ids sent for evaluation, in order
@@ -444,6 +445,10 @@ Status Engine::top_up(size_t t) {
       const auto& elites = st.population.island(island).elites();
       if (elites.size() > 1 && rng_() % 4 == 0) second = &elites[rng_() % elites.size()];
       if (second && (second->id == parent->id || second->op == "seed")) second = nullptr;
+      if (!replaying_ && st.asking < options_.agent_asks_per_target && dispatcher_->agents() > 0) {
+        ask_agent(t, *parent, second, static_cast<uint32_t>(island));
+        continue;
+      }
       agent::Proposal p = st.proposer->propose(parent->params, second ? &second->params : nullptr, seen, rng_);
       child = p.params;
       op = p.operator_name;
@@ -467,6 +472,83 @@ Status Engine::top_up(size_t t) {
     p.child.generation = parent->generation + 1;
     p.child.island = static_cast<uint32_t>(island);
     KILN_RETURN_IF_ERROR(submit(t, std::move(p), tmpl.source, child, id));
+  }
+  return Status::ok();
+}
+
+void Engine::ask_agent(size_t t, const Individual& parent, const Individual* second, uint32_t island) {
+  TargetState& st = *targets_[t];
+  const KernelSpec& tmpl = *st.backend->tunable;
+  proto::ProposeTask task;
+  task.task_id = "p" + std::to_string(++ask_seq_) + "-" + st.spec.name;
+  task.target = st.spec.name;
+  task.arch = st.population.arch();
+  task.backend = options_.backend;
+  for (const Individual* ind : {&parent, second}) {
+    if (!ind) continue;
+    proto::ParentInfo info;
+    info.candidate_id = ind->id;
+    info.source = tmpl.source;
+    info.params = ind->params;
+    info.time_us = ind->median_us;
+    task.parents.push_back(std::move(info));
+  }
+  task.count = 1;
+  if (!dispatcher_->submit_proposal(task)) return;
+  asked_[task.task_id] = {t, parent, island};
+  ++st.asking;
+  ++st.in_flight;
+  ++agent_stats_.asked;
+}
+
+Status Engine::on_proposal(const proto::Proposal& proposal) {
+  auto it = asked_.find(proposal.task_id);
+  if (it == asked_.end()) return Status::ok();
+  Asked asked = std::move(it->second);
+  asked_.erase(it);
+  TargetState& st = *targets_[asked.target];
+  --st.asking;
+  --st.in_flight;
+  if (!proposal.error.empty() || proposal.candidates.empty()) {
+    ++agent_stats_.failed;
+    spdlog::info("{}: agent proposal {}: {}", st.spec.name, proposal.task_id,
+                 proposal.error.empty() ? "no candidates" : proposal.error);
+    return Status::ok();
+  }
+  ++agent_stats_.answered;
+  if (st.done) return Status::ok();
+  const KernelSpec& tmpl = *st.backend->tunable;
+  for (const proto::ProposedCandidate& c : proposal.candidates) {
+    // Until LLM proposers (step 6) bring sources of their own, a candidate must be a valid
+    // configuration of this target's template.
+    bool in_space = c.source == tmpl.source;
+    for (const auto& [name, values] : tmpl.space) in_space = in_space && c.params.count(name) > 0;
+    Result<bool> valid = in_space ? eval::satisfies_constraints(tmpl, st.bench, st.dtype, c.params) : Result<bool>(false);
+    if (!valid.is_ok() || !*valid) {
+      ++agent_stats_.rejected;
+      spdlog::info("{}: agent candidate rejected: not a valid configuration of the template", st.spec.name);
+      continue;
+    }
+    const std::string id = candidate_id(st.spec.spec_hash, options_.backend, tmpl.source, c.params,
+                                        options_.toolchain);
+    if (st.seen.contains(id)) {
+      ++agent_stats_.duplicates;
+      continue;
+    }
+    st.seen.insert(id);
+    Status counted = st.population.record_proposal(asked.island, asked.parent.id);
+    (void)counted;  // a parent dropped since still counts towards convergence
+    Pending p;
+    p.kind = Pending::Kind::kChild;
+    p.parent = asked.parent;
+    p.child.id = id;
+    p.child.params = c.params;
+    p.child.parent_id = asked.parent.id;
+    p.child.op = "agent " + (c.operator_name.empty() ? std::string("proposal") : c.operator_name);
+    p.child.generation = asked.parent.generation + 1;
+    p.child.island = asked.island;
+    ++agent_stats_.children;
+    KILN_RETURN_IF_ERROR(submit(asked.target, std::move(p), tmpl.source, c.params, id));
   }
   return Status::ok();
 }
@@ -873,6 +955,7 @@ Status Engine::run(const std::atomic<bool>& stop,
       results_.push_back(r);
       KILN_RETURN_IF_ERROR(on_result(r));
     }
+    for (const auto& p : dispatcher_->take_proposals()) KILN_RETURN_IF_ERROR(on_proposal(p));
     // Poison: a quarantined task is a failed evaluation of its candidate.
     for (; quarantined_seen < dispatcher_->quarantined().size(); ++quarantined_seen) {
       const Quarantined& q = dispatcher_->quarantined()[quarantined_seen];

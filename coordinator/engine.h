@@ -47,6 +47,19 @@ struct EngineOptions {
   std::map<std::string, double> weights;  // share of end-to-end time per target (default equal)
   uint64_t seed = 1;
   std::string toolchain = "kiln";   // part of candidate ids
+  // Proposal agents (`kiln agent`): while any is connected, up to this many of a target's
+  // children at a time are asked of an agent instead of the in-process proposer (0: never ask).
+  uint32_t agent_asks_per_target = 1;
+};
+
+// What agents contributed, for the summary and tests.
+struct AgentStats {
+  uint64_t asked = 0;        // propose tasks sent
+  uint64_t answered = 0;     // proposals with candidates
+  uint64_t failed = 0;       // agent lost, timed out, or answered with an error
+  uint64_t children = 0;     // candidates evaluated
+  uint64_t duplicates = 0;   // candidates already seen (dropped before any GPU)
+  uint64_t rejected = 0;     // candidates that are not a valid configuration of the template
 };
 
 // What kiln:run records about a run: what a resume must match (targets and their spec hashes,
@@ -133,6 +146,7 @@ class Engine {
   std::vector<std::string> submitted(std::string_view target) const;
   // Tasks submitted and not yet answered.
   size_t pending() const { return pending_.size(); }
+  const AgentStats& agent_stats() const { return agent_stats_; }
 
  private:
   struct TargetState;
@@ -152,6 +166,14 @@ class Engine {
   void allocate();
   Status top_up(size_t t);
   Status on_result(const proto::EvaluationResult& r);
+  // Agents: a parent's child asked of an agent; the answer turned into evaluation tasks.
+  struct Asked {
+    size_t target = 0;
+    Individual parent;
+    uint32_t island = 0;
+  };
+  void ask_agent(size_t t, const Individual& parent, const Individual* second, uint32_t island);
+  Status on_proposal(const proto::Proposal& proposal);
   // Logs (with a store) and sends the task of candidate `id`; `p` carries kind, parent and child.
   Status submit(size_t t, Pending p, const std::string& source,
                 const std::map<std::string, std::string>& params, const std::string& id);
@@ -186,6 +208,9 @@ class Engine {
   std::map<std::string, std::string> sources_;  // source text by hash, read back on resume
   std::set<std::string> sources_written_;       // hashes this process has put in kiln:src
   std::set<std::string> retimes_logged_;        // resume(): candidates whose re-time was logged
+  std::map<std::string, Asked> asked_;          // propose tasks in flight, by task id
+  uint64_t ask_seq_ = 0;
+  AgentStats agent_stats_;
 };
 
 }  // namespace kiln::coordinator

@@ -117,18 +117,31 @@ TEST(KilnRun, SurvivesAnEvaluatorKilledInTheMiddleOfATask) {
 
 // The farm layout: `kiln coordinator` binds a port and starts no evaluator; a `kiln evaluator`
 // started separately (as on another machine) connects to it, and the search completes.
-TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorThatConnectsFromOutside) {
+// A farm in miniature: the coordinator, and an evaluator and a proposal agent (`kiln agent
+// --proposer builtin`) that connect to it from outside as separate processes.
+TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorAndAnAgentThatConnectFromOutside) {
   testing::TempDir dir;
   const std::string out = dir.path() + "/coord";
   const std::string kiln = testing::kiln_binary();
+  // reduce, with a cpu template of ten configurations instead of three, so that children of
+  // verified parents (those the agent is asked for) exist before the space runs out.
+  const std::string targets = dir.path() + "/targets";
+  std::filesystem::create_directories(targets);
+  std::filesystem::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/reduce");
+  nlohmann::json spec = read_json(targets + "/reduce/target.json");
+  spec["backends"]["cpu"]["template"]["params"]["UNROLL"] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
+  std::ofstream(targets + "/reduce/target.json") << spec.dump(2);
   const std::string script =
       "set -u\n" + kiln + " coordinator --bind 'tcp://127.0.0.1:*' --backend cpu --targets reduce" +
-      " --budget 240s --patience 4 --out " + out + " --targets-dir " KILN_SOURCE_DIR "/targets > " +
+      " --budget 240s --patience 8 --in-flight 2 --out " + out + " --targets-dir " + targets + " > " +
       dir.path() + "/coord.log 2>&1 & coord=$!; " +
       "for i in $(seq 1 300); do [ -s " + out + "/endpoint ] && break; sleep 0.1; done; " +
+      kiln + " agent --connect $(cat " + out + "/endpoint) --proposer builtin --targets-dir " + targets +
+      " > " + dir.path() + "/agent.log 2>&1 & ag=$!; " +
       kiln + " evaluator --connect $(cat " + out + "/endpoint) --backend cpu --cache-dir " + dir.path() +
-      "/cache --targets-dir " KILN_SOURCE_DIR "/targets > " + dir.path() + "/eval.log 2>&1 & ev=$!; " +
-      "wait $coord; echo rc=$?; kill $ev; wait $ev; cat " + dir.path() + "/coord.log";
+      "/cache --targets-dir " + targets + " > " + dir.path() + "/eval.log 2>&1 & ev=$!; " +
+      "wait $coord; echo rc=$?; kill $ev $ag; wait $ev; wait $ag; echo agent_rc=$?; cat " + dir.path() +
+      "/coord.log " + dir.path() + "/agent.log";
   std::string output;
   testing::run_command("bash " + dir.write("farm.sh", script) + " 2>&1", &output);
   ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
@@ -138,6 +151,15 @@ TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorThatConnectsFromOutside) {
   EXPECT_GT(summary[0]["evaluations"].get<int>(), 1) << summary.dump();
   EXPECT_GT(summary[0]["seed_us"].get<double>(), 0) << summary.dump();
   EXPECT_NE(summary[0]["state"].get<std::string>().find("converged"), std::string::npos) << summary.dump();
+  // The agent was asked for children, answered, and its children were evaluated; it stopped
+  // cleanly when told to (SIGTERM: exit 0) or when the coordinator said bye.
+  nlohmann::json agents = read_json(out + "/agents.json");
+  ASSERT_TRUE(agents.is_object()) << output;
+  EXPECT_GT(agents["asked"].get<int>(), 0) << agents.dump() << "\n" << output;
+  EXPECT_GT(agents["answered"].get<int>(), 0) << agents.dump() << "\n" << output;
+  EXPECT_GT(agents["children"].get<int>(), 0) << agents.dump() << "\n" << output;
+  EXPECT_EQ(agents["rejected"].get<int>(), 0) << agents.dump();
+  EXPECT_NE(output.find("agent_rc=0"), std::string::npos) << output;
 }
 
 }  // namespace
