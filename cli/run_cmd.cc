@@ -42,6 +42,7 @@
 #include "evaluator/result_json.h"
 #include "evaluator/toolchain.h"
 #include "shared/build_info.h"
+#include "shared/config.h"
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
@@ -68,6 +69,7 @@ struct RunArgs {
   uint32_t islands = 2;
   uint64_t seed = 1;
   bool resume = false;
+  std::string config;           // a run configuration file (configs/run.example.json)
   std::set<std::string> given;  // options named on the command line (a resume keeps the others)
   // `kiln coordinator`: no local evaluators; workers connect to `bind` from anywhere.
   bool coordinator_mode = false;
@@ -268,12 +270,31 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
   return Status::ok();
 }
 
-int run_search(const RunArgs& a) {
-  const char* who = a.coordinator_mode ? "kiln coordinator" : "kiln run";
+int run_search(const RunArgs& args) {
+  const char* who = args.coordinator_mode ? "kiln coordinator" : "kiln run";
   auto fail = [who](const std::string& msg) {
     std::fprintf(stderr, "%s: %s\n", who, msg.c_str());
     return 2;
   };
+  // --config: the file's values for what the command line leaves out, and the search knobs that
+  // have no option of their own (selection, migration, convergence).
+  RunArgs a = args;
+  SearchConfig search_config;
+  if (!a.config.empty()) {
+    Result<KilnConfig> cfg = load_config(a.config);
+    if (!cfg.is_ok()) return fail(cfg.status().message());
+    search_config = cfg->search;
+    auto from_file = [&](const char* option) { return a.given.insert(option).second; };
+    if (!cfg->targets.empty() && from_file("targets")) {
+      a.targets.clear();
+      for (const auto& t : cfg->targets) a.targets += (a.targets.empty() ? "" : ",") + t;
+    }
+    if (a.targets_dir.empty()) a.targets_dir = cfg->targets_dir;
+    if (a.redis.empty()) a.redis = cfg->redis.url;
+    if (from_file("islands")) a.islands = cfg->search.islands;
+    if (from_file("patience")) a.patience = cfg->search.max_proposals_without_gain;
+    if (cfg->search.time_budget_s > 0 && from_file("budget")) a.budget = std::to_string(cfg->search.time_budget_s) + "s";
+  }
   Result<std::chrono::seconds> budget = parse_duration(a.budget);
   if (!budget.is_ok()) return fail(budget.status().message());
 
@@ -396,6 +417,9 @@ int run_search(const RunArgs& a) {
   eo.backend = backend;
   eo.budget = total_budget;
   eo.seed = seed;
+  eo.search = coordinator::search_params_from(search_config);
+  eo.limits = coordinator::convergence_limits_from(search_config);
+  eo.limits.time_budget_s = 0;  // the budget above governs the whole run
   eo.search.islands = islands;
   eo.limits.max_proposals_without_gain = patience;
   eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
@@ -501,6 +525,9 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");
   sub->add_option("--out", a->out, "Output folder")->capture_default_str();
   sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_option("--config", a->config,
+                  "Run configuration file (see configs/run.example.json): its targets, Redis and search\n"
+                  "section, for what the command line does not say")->check(CLI::ExistingFile);
   sub->add_flag("--resume", a->resume,
                 "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
                 "coordinator stopped; options not given keep the run's");
@@ -533,6 +560,9 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
   sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--cache-dir", a->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
+  sub->add_option("--config", a->config,
+                  "Run configuration file (see configs/run.example.json): its targets, Redis and search\n"
+                  "section, for what the command line does not say")->check(CLI::ExistingFile);
   sub->add_flag("--resume", a->resume,
                 "Continue the run in --out (or --redis) after a crash, a lost Redis or Ctrl-C: restarts\n"
                 "its Redis from the AOF, rebuilds the search and finishes it with the budget left;\n"

@@ -1,6 +1,8 @@
 // Runs the real `kiln` binary as a user would and checks what it prints and returns.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_env.h"
@@ -52,6 +54,17 @@ TEST(Cli, BadLogLevelIsRejectedWithTheChoices) {
   std::string out;
   EXPECT_EQ(run_command(kiln_binary() + " --log-level loud version", &out), 2) << out;
   EXPECT_NE(out.find("unknown log level 'loud'"), std::string::npos) << out;
+}
+
+TEST(Cli, RunWithABrokenConfigNamesTheFileAndTheFieldAndStartsNothing) {
+  testing::TempDir dir;
+  const std::string cfg = dir.write("run.json", R"({"search": {"floor_fraction": 2}})");
+  std::string out;
+  EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --config " + cfg + " --out " + dir.path() + "/run", &out), 2)
+      << out;
+  EXPECT_NE(out.find("run.json"), std::string::npos) << out;
+  EXPECT_NE(out.find("search.floor_fraction"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run/redis")) << out;
 }
 
 }  // namespace

@@ -117,6 +117,26 @@ TEST(KilnRun, SurvivesAnEvaluatorKilledInTheMiddleOfATask) {
 
 // The farm layout: `kiln coordinator` binds a port and starts no evaluator; a `kiln evaluator`
 // started separately (as on another machine) connects to it, and the search completes.
+// A run configuration file: its targets and its search section's speedup target reach the search
+// (the command line names neither), so the target converges on the speedup, not on patience.
+TEST(KilnRun, TakesTargetsAndConvergenceLimitsFromItsConfigFile) {
+  testing::TempDir dir;
+  const std::string cfg = dir.write(
+      "run.json", R"({"targets": ["reduce"], "search": {"speedup_target": 1.3, "max_proposals_without_gain": 200}})");
+  const std::string out = dir.path() + "/run";
+  std::string output;
+  const int rc = testing::run_command(testing::kiln_binary() + " run --backend cpu --config " + cfg +
+                                          " --budget 120s --out " + out + " --cache-dir " + dir.path() +
+                                          "/cache --targets-dir " KILN_SOURCE_DIR "/targets 2>&1",
+                                      &output);
+  ASSERT_EQ(rc, 0) << output;
+  nlohmann::json summary = read_json(out + "/summary.json");
+  ASSERT_TRUE(summary.is_array() && summary.size() == 1) << output;
+  EXPECT_EQ(summary[0]["target"], "reduce");
+  EXPECT_NE(summary[0]["state"].get<std::string>().find("speedup over the seed reached"), std::string::npos)
+      << summary.dump();
+}
+
 // A farm in miniature: the coordinator, and an evaluator and a proposal agent (`kiln agent
 // --proposer builtin`) that connect to it from outside as separate processes.
 TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorAndAnAgentThatConnectFromOutside) {
