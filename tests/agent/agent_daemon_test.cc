@@ -52,14 +52,7 @@ proto::ProposeTask propose(const std::string& id, const std::string& target, con
 class AgentDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(server_.started()) << server_.error();
-    redis::RedisOptions o;
-    o.url = "unix://" + server_.socket_path();
-    auto c = redis::RedisClient::connect(o);
-    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
-    client_.emplace(std::move(c).value());
-    store_.emplace(*client_);
-    ASSERT_TRUE(store_->init_schema().is_ok());
+    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
     coordinator::DispatcherOptions d;
     d.heartbeat.interval_ms = 50;
     d.proposal_timeout = std::chrono::milliseconds(1500);

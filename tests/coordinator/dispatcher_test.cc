@@ -77,14 +77,7 @@ class FakeWorker {
 class DispatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(server_.started()) << server_.error();
-    redis::RedisOptions o;
-    o.url = "unix://" + server_.socket_path();
-    auto c = redis::RedisClient::connect(o);
-    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
-    client_.emplace(std::move(c).value());
-    store_.emplace(*client_);
-    ASSERT_TRUE(store_->init_schema().is_ok());
+    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
     start();
   }
   void start() {

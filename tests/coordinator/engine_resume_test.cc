@@ -135,14 +135,7 @@ std::string describe(const TargetReport& r) {
 class EngineResumeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(server_.started()) << server_.error();
-    redis::RedisOptions o;
-    o.url = "unix://" + server_.socket_path();
-    auto c = redis::RedisClient::connect(o);
-    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
-    client_.emplace(std::move(c).value());
-    store_.emplace(*client_);
-    ASSERT_TRUE(store_->init_schema().is_ok());
+    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
     for (const char* name : {"reduce", "rmsnorm"}) {
       auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/" + name);
       ASSERT_TRUE(t.is_ok()) << t.status().to_string();

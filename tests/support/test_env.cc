@@ -69,4 +69,17 @@ int run_command(const std::string& command, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::string connect_store(const RedisServer& server, std::optional<redis::RedisClient>* client,
+                          std::optional<redis::Store>* store) {
+  if (!server.started()) return "redis-server did not start: " + server.error();
+  redis::RedisOptions o;
+  o.url = "unix://" + server.socket_path();
+  Result<redis::RedisClient> c = redis::RedisClient::connect(o);
+  if (!c.is_ok()) return c.status().to_string();
+  client->emplace(std::move(c).value());
+  store->emplace(**client);
+  Status schema = (*store)->init_schema();
+  return schema.is_ok() ? "" : schema.to_string();
+}
+
 }  // namespace kiln::testing

@@ -4,9 +4,12 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "shared/local_redis.h"
+#include "shared/redis_client.h"
+#include "shared/redis_store.h"
 
 namespace kiln::testing {
 
@@ -48,6 +51,11 @@ class RedisServer {
   std::string error_;
   std::unique_ptr<LocalRedis> redis_;
 };
+
+// Connects `client` to `server` and puts on it a `store` whose schema is initialised: where the
+// coordinator's and agents' tests start. Returns "" when ready, else why not (tests assert on it).
+std::string connect_store(const RedisServer& server, std::optional<redis::RedisClient>* client,
+                          std::optional<redis::Store>* store);
 
 // Path to the built `kiln` binary.
 std::string kiln_binary();
