@@ -70,7 +70,7 @@ struct RunArgs {
   uint64_t seed = 1;
   bool resume = false;
   std::string config;           // a run configuration file (configs/run.example.json)
-  std::set<std::string> given;  // options named on the command line (a resume keeps the others)
+  std::set<std::string> given;  // options named on the command line or set by --config (a resume keeps the others)
   // `kiln coordinator`: no local evaluators; workers connect to `bind` from anywhere.
   bool coordinator_mode = false;
   std::string bind = "tcp://0.0.0.0:5555";
