@@ -4,16 +4,17 @@
 #   1. scripts/gpu_check          every GPU-labelled test of the bundle, selftest, version;
 #   2. bench/targets_vs_pytorch   per group of targets: seed, full template sweep, best again,
 #                                 PyTorch eager / torch.compile default / max-autotune;
-#   3. kiln run                   the real search (coordinator + evaluator + built-in proposer) on
-#                                 the memory-bound targets, for issue #5's "within 5% of step 3";
-#   4. ncu                        the best configuration of each target under Nsight Compute (DRAM
-#                                 and SM throughput, occupancy, L2 hits), where ncu can read counters.
+#   3. ncu                        the best configuration of each target under Nsight Compute (DRAM
+#                                 and SM throughput, occupancy, L2 hits), where ncu can read counters;
+#   4. kiln run                   the real search (coordinator + evaluator + built-in proposer) on
+#                                 the memory-bound targets, for issue #5's "within 5% of step 3".
 # Progress goes to OUTDIR/progress.log; OUTDIR/DONE appears at the end. The device tool returns
 # a call's output when the call ends, so start this with setsid and collect OUTDIR in later calls:
 #   setsid bench/gpu_lease.sh .carry/kiln-0.1.0-x86_64.tar.gz /tmp/lease > /dev/null 2>&1 &
-# Options (environment): LEASE_GROUPS ("a,b;c,d" target groups), LEASE_RUN_TARGETS,
+# Options (environment): LEASE_GROUPS ("a,b;c,d" target groups; empty: no bench), LEASE_RUN_TARGETS,
 # LEASE_RUN_BUDGET (default 6m), LEASE_SKIP_CHECK=1, LEASE_SKIP_NCU=1, LEASE_NCU_TARGETS (a,b: only
-# these under ncu). Follow-up calls must check that OUTDIR exists: a machine left idle for 30 s is
+# these under ncu), LEASE_NCU_PLAN (a file of "target params" lines, "seed" for the seed: profile
+# these instead of the bench's best), LEASE_NCU_LAUNCHES (launches profiled per eval, default 160). Follow-up calls must check that OUTDIR exists: a machine left idle for 30 s is
 # given back, and the next call gets a fresh one without it.
 set -uo pipefail
 tarball=${1:?usage: bench/gpu_lease.sh KILN_TARBALL OUTDIR}
@@ -33,11 +34,36 @@ nvidia-smi -L >> "$out/progress.log" 2>&1
 
 if [[ "${LEASE_SKIP_CHECK:-0}" != 1 ]]; then
   log "gpu_check: start"
-  OUT="$out/gpu_check" "$repo/scripts/gpu_check" "$bundle" > "$out/gpu_check.log" 2>&1
+  OUT="$out/gpu_check" "$repo/scripts/gpu_check" "$bundle" > "$out/gpu_check.log" 2>&1 &
+  check=$!
+  # A kiln process that outlives what any GPU test needs (100 s) is stuck: record where each of
+  # its threads waits (wchan, syscall, kernel stack) and its open files, then kill it so the
+  # lease goes on.
+  while kill -0 "$check" 2> /dev/null; do
+    sleep 5
+    for pid in $(pgrep -f "^$bundle/*bin/kiln (run|evaluator|__sandbox)"); do
+      age=$(($(date +%s) - $(stat -c %Y /proc/"$pid" 2> /dev/null || date +%s)))
+      [[ $age -gt 100 ]] || continue
+      {
+        echo "== pid $pid ($age s): $(tr '\0' ' ' < /proc/"$pid"/cmdline)"
+        for t in /proc/"$pid"/task/*; do
+          echo "thread $(basename "$t") $(cat "$t"/comm) wchan=$(cat "$t"/wchan) syscall=$(cut -d' ' -f1-3 "$t"/syscall)"
+          sed 's/^/    /' "$t"/stack 2> /dev/null
+        done
+        ls -l /proc/"$pid"/fd 2> /dev/null
+      } >> "$out/stuck.txt" 2>&1
+    done
+    if [[ -s "$out/stuck.txt" ]]; then
+      log "gpu_check: stuck kiln processes recorded in stuck.txt; killing them"
+      pkill -9 -f "^$bundle/*bin/kiln (run|evaluator|__sandbox)"
+      : > "$out/stuck.done"; mv "$out/stuck.txt" "$out/stuck-$(date +%s).txt"
+    fi
+  done
+  wait "$check"
   log "gpu_check: rc=$? $(tail -1 "$out/gpu_check.log")"
 fi
 
-groups=${LEASE_GROUPS:-"rmsnorm,softmax,reduce;layernorm,rotary_embedding,cross_entropy;matmul,flash_attention,fused_mlp"}
+groups=${LEASE_GROUPS-"rmsnorm,softmax,reduce;layernorm,rotary_embedding,cross_entropy;matmul,flash_attention,fused_mlp"}
 IFS=';' read -ra group_list <<< "$groups"
 i=0
 for g in "${group_list[@]}"; do
@@ -48,20 +74,12 @@ for g in "${group_list[@]}"; do
   log "bench group $i: rc=$? $(grep -c verified "$out/bench-$i.progress" 2>/dev/null) verified lines"
 done
 
-run_targets=${LEASE_RUN_TARGETS-"rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy"}
-if [[ -n "$run_targets" ]]; then
-  log "kiln run ($run_targets, budget ${LEASE_RUN_BUDGET:-6m}): start"
-  timeout 1200 "$kiln" run --targets "$run_targets" --budget "${LEASE_RUN_BUDGET:-6m}" \
-    --out "$out/run" --cache-dir "$KILN_CACHE_DIR" > "$out/run.stdout" 2> "$out/run.stderr"
-  log "kiln run: rc=$?"
-  rm -f "$out"/run/redis/*.rdb 2>/dev/null
-fi
-
 if [[ "${LEASE_SKIP_NCU:-0}" != 1 ]] && command -v ncu > /dev/null; then
   # The best configuration of each target from the bench's command log. ncu profiles every
   # launch of the candidate's entry point (kiln's own probes are named kiln_* and skipped) during a
   # whole `kiln eval`: verification launches are small, the timed ones run at the benchmark shape;
   # the CSV is reduced later to the launches with the largest grid.
+  if [[ -n "${LEASE_NCU_PLAN:-}" ]]; then grep -v '^#' "$LEASE_NCU_PLAN" > "$out/ncu-plan.txt"; fi
   for cmds in "$out"/bench-*/commands-*.jsonl; do
     [[ -f "$cmds" ]] || continue
     python3 - "$cmds" > "$out/ncu-plan.txt.part" <<'EOF'
@@ -78,12 +96,23 @@ EOF
   while read -r t params; do
     if [[ -n "${LEASE_NCU_TARGETS:-}" && ",${LEASE_NCU_TARGETS}," != *",$t,"* ]]; then continue; fi
     log "ncu $t $params"
-    timeout 240 ncu --clock-control none --target-processes all --launch-count 400 --csv \
-      --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__occupancy_limit_registers,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
-      -k "regex:^(?!kiln_)" "$kiln" eval "$t" --params "$params" \
-      > "$out/ncu-$t.txt" 2>&1
+    if [[ "$params" == seed ]]; then what=(); else what=(--params "$params"); fi
+    timeout 240 ncu --clock-control none --target-processes all --launch-count "${LEASE_NCU_LAUNCHES:-160}" --csv \
+      --section SpeedOfLight --section LaunchStats --section Occupancy \
+      --metrics lts__t_sector_hit_rate.pct,l1tex__t_sector_hit_rate.pct,dram__bytes_read.sum,dram__bytes_write.sum \
+      -k "regex:^(?!kiln_)" "$kiln" eval "$t" "${what[@]}" --cache-dir /tmp/kiln-ncu-cache \
+      > "$out/ncu-$t-${params//[^A-Za-z0-9=]/_}.txt" 2>&1
     log "ncu $t: rc=$?"
   done < "$out/ncu-plan.txt"
 fi
+run_targets=${LEASE_RUN_TARGETS-"rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy"}
+if [[ -n "$run_targets" ]]; then
+  log "kiln run ($run_targets, budget ${LEASE_RUN_BUDGET:-6m}): start"
+  timeout 1200 "$kiln" run --targets "$run_targets" --budget "${LEASE_RUN_BUDGET:-6m}" \
+    --out "$out/run" --cache-dir "$KILN_CACHE_DIR" > "$out/run.stdout" 2> "$out/run.stderr"
+  log "kiln run: rc=$?"
+  rm -f "$out"/run/redis/*.rdb 2>/dev/null
+fi
+
 log "done"
 touch "$out/DONE"

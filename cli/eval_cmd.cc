@@ -156,7 +156,9 @@ int run_eval(const EvalArgs& a) {
   FILE* progress_out = a.json ? stderr : stdout;
   if (backend == "cuda" && options.time) {
     eval::SandboxOptions so{options.kiln_binary, backend, options.gpu, 0};
-    Result<eval::Ceilings> ceil = eval::load_or_measure_ceilings(so, (*tc)->compiler(), options.cache_dir, a.remeasure);
+    Result<eval::Ceilings> ceil = eval::load_or_measure_ceilings(
+        so, (*tc)->compiler(), options.cache_dir,
+        a.remeasure ? eval::CeilingsMode::kReplace : eval::CeilingsMode::kUseCache);
     if (!ceil.is_ok()) return fail("measuring the device's ceilings: " + ceil.status().message(), 1);
     options.bandwidth_bytes_per_s = ceil->bandwidth_bytes_per_s;
     options.matrix_flops_per_s = ceil->matrix_flops_per_s;

@@ -75,6 +75,9 @@ struct RunArgs {
   bool coordinator_mode = false;
   std::string bind = "tcp://0.0.0.0:5555";
   uint32_t in_flight = 8;
+  // `kiln coordinator`: "auto" (a population per GPU model of the evaluators that connect),
+  // "any" (one population fed by every evaluator), or a comma-separated list of models.
+  std::string gpu_models = "auto";
 };
 
 std::atomic<bool> g_stop{false};
@@ -237,7 +240,7 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
   }
   nlohmann::json summary = nlohmann::json::array();
   for (const auto& r : engine.reports()) {
-    nlohmann::json j = {{"target", r.target}, {"state", r.state}, {"evaluations", r.evaluations},
+    nlohmann::json j = {{"target", r.target}, {"gpu_model", r.gpu_model}, {"state", r.state}, {"evaluations", r.evaluations},
                         {"failures", r.failures}, {"accepted", r.accepted}, {"seed_us", r.seed_us},
                         {"best_us", r.best_us}, {"fraction_of_floor", r.fraction_of_floor},
                         {"best_id", r.best_id}, {"best", r.best_label}, {"backend", backend}};
@@ -262,7 +265,7 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
         best["verification"] = eval::result_to_json(res);  // the last verified run of it
       }
     }
-    std::ofstream(fs::path(out) / "best" / (r.target + ".json")) << best.dump(2) << "\n";
+    std::ofstream(fs::path(out) / "best" / (coordinator::unit_key(r.target, r.gpu_model) + ".json")) << best.dump(2) << "\n";
   }
   std::ofstream(fs::path(out) / "summary.json") << summary.dump(2) << "\n";
   std::ofstream all(fs::path(out) / "results.jsonl");
@@ -399,6 +402,29 @@ int run_search(const RunArgs& args) {
 #endif
     if (gpus.empty()) gpus.push_back(0);
   }
+  // Populations per GPU model: the models of the local GPUs (one population per target when they
+  // are all one model), or for a coordinator those it is told or those that connect.
+  std::vector<std::string> gpu_models = {""};
+  bool discover_models = false;
+  if (a.coordinator_mode && backend != "cpu") {
+    if (a.gpu_models == "auto") {
+      gpu_models.clear();
+      discover_models = true;
+    } else if (a.gpu_models != "any") {
+      gpu_models = split(a.gpu_models);
+      if (gpu_models.empty()) return fail("--gpu-models: name models, or auto, or any");
+    }
+  }
+#ifdef KILN_HAVE_CUDA
+  if (!a.coordinator_mode && backend == "cuda") {
+    cuda::CudaProbe p = cuda::probe_cuda();
+    std::set<std::string> local;
+    for (int g : gpus) {
+      if (g >= 0 && static_cast<size_t>(g) < p.gpus.size()) local.insert(p.gpus[g].name);
+    }
+    if (local.size() > 1) gpu_models.assign(local.begin(), local.end());
+  }
+#endif
   std::vector<TargetSpec> runnable;
   for (auto& t : targets) {
     if (t.backend(backend)) runnable.push_back(std::move(t));
@@ -415,6 +441,8 @@ int run_search(const RunArgs& args) {
   const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, local_evaluators);
   coordinator::EngineOptions eo;
   eo.backend = backend;
+  eo.gpu_models = gpu_models;
+  eo.discover_gpu_models = discover_models;
   eo.budget = total_budget;
   eo.seed = seed;
   eo.search = coordinator::search_params_from(search_config);
@@ -472,7 +500,7 @@ int run_search(const RunArgs& args) {
   const bool tty = isatty(STDERR_FILENO);
   auto publish = [&](const std::vector<coordinator::TargetReport>& reports) {
     for (const auto& r : reports) {  // for `kiln status`
-      Status s = store.put_target_status(r.target, status_fields(r));
+      Status s = store.put_target_status(coordinator::unit_key(r.target, r.gpu_model), status_fields(r));
       if (!s.is_ok()) spdlog::warn("writing the status of {}: {}", r.target, s.to_string());
     }
   };
@@ -520,6 +548,11 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
   sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
   sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")->capture_default_str();
+  sub->add_option("--gpu-models", a->gpu_models,
+                  "auto: each GPU model that connects gets its own population of every target (times\n"
+                  "of different GPUs never mix); any: one population fed by every evaluator; or a\n"
+                  "comma-separated list of the models to search on (as `nvidia-smi -L` names them)")
+      ->capture_default_str();
   sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
   sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
   sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");

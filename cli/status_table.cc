@@ -1,6 +1,7 @@
 // See status_table.h.
 #include "cli/status_table.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace kiln::cli {
@@ -18,16 +19,29 @@ std::string num(double v) {
   return b;
 }
 
+// "NVIDIA H100 80GB HBM3" -> "H100": enough to tell the models of one farm apart in a table.
+std::string short_model(const std::string& model) {
+  std::string m = model.rfind("NVIDIA ", 0) == 0 ? model.substr(7) : model;
+  const size_t space = m.find(' ');
+  return space == std::string::npos ? m : m.substr(0, space);
+}
+
 }  // namespace
 
+std::string table_label(const coordinator::TargetReport& r) {
+  return r.gpu_model.empty() ? r.target : r.target + "@" + short_model(r.gpu_model);
+}
+
 void print_status_table(const std::vector<coordinator::TargetReport>& reports, FILE* to) {
-  std::fprintf(to, "%-18s %6s %6s %6s %12s %12s %8s %7s  %s\n", "target", "evals", "fails", "kept",
+  int width = 18;
+  for (const auto& r : reports) width = std::max(width, static_cast<int>(table_label(r).size()));
+  std::fprintf(to, "%-*s %6s %6s %6s %12s %12s %8s %7s  %s\n", width, "target", "evals", "fails", "kept",
                "seed us", "best us", "speedup", "floor", "state");
   for (const auto& r : reports) {
     char speed[16] = "-", floor[16] = "-";
     if (r.seed_us > 0 && r.best_us > 0) std::snprintf(speed, sizeof(speed), "%.2fx", r.seed_us / r.best_us);
     if (r.fraction_of_floor > 0) std::snprintf(floor, sizeof(floor), "%.0f%%", 100 * r.fraction_of_floor);
-    std::fprintf(to, "%-18s %6llu %6llu %6llu %12s %12s %8s %7s  %s\n", r.target.c_str(),
+    std::fprintf(to, "%-*s %6llu %6llu %6llu %12s %12s %8s %7s  %s\n", width, table_label(r).c_str(),
                  static_cast<unsigned long long>(r.evaluations), static_cast<unsigned long long>(r.failures),
                  static_cast<unsigned long long>(r.accepted), fmt_us(r.seed_us).c_str(),
                  fmt_us(r.best_us).c_str(), speed, floor, r.state.c_str());
@@ -35,7 +49,8 @@ void print_status_table(const std::vector<coordinator::TargetReport>& reports, F
 }
 
 std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r) {
-  return {{"state", r.state},
+  return {{"gpu_model", r.gpu_model},
+          {"state", r.state},
           {"evaluations", std::to_string(r.evaluations)},
           {"failures", std::to_string(r.failures)},
           {"accepted", std::to_string(r.accepted)},
@@ -53,7 +68,9 @@ coordinator::TargetReport report_from_fields(const std::string& target,
     return it == f.end() ? std::string() : it->second;
   };
   coordinator::TargetReport r;
-  r.target = target;
+  r.gpu_model = get("gpu_model");
+  // Redis names a population on one model "target@model" (coordinator::unit_key).
+  r.target = r.gpu_model.empty() ? target : target.substr(0, target.find('@'));
   r.state = get("state");
   r.evaluations = std::strtoull(get("evaluations").c_str(), nullptr, 10);
   r.failures = std::strtoull(get("failures").c_str(), nullptr, 10);

@@ -12,6 +12,9 @@
 
 namespace kiln::cli {
 
+// The row's name: the target, with a short GPU model ("matmul@H100") for a population on one model.
+std::string table_label(const coordinator::TargetReport& r);
+
 void print_status_table(const std::vector<coordinator::TargetReport>& reports, FILE* to);
 
 std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r);

@@ -2,6 +2,8 @@
 // handed out, a result) goes to Redis before the message that depends on it leaves.
 #include "coordinator/dispatcher.h"
 
+#include "shared/redis_keys.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -19,9 +21,11 @@ int64_t epoch_ms(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count();
 }
 
+// An evaluator takes a task of one of its backends, and of its GPU model when the task names one.
 bool serves(const proto::Hello& worker, const proto::EvaluateTask& task) {
   return worker.role == proto::kRoleEvaluator &&
-         std::find(worker.backends.begin(), worker.backends.end(), task.backend) != worker.backends.end();
+         std::find(worker.backends.begin(), worker.backends.end(), task.backend) != worker.backends.end() &&
+         (task.gpu_model.empty() || task.gpu_model == worker.gpu_model);
 }
 
 // An agent takes proposal tasks for its backends (an agent that names none takes any).
@@ -90,6 +94,18 @@ std::vector<proto::Proposal> Dispatcher::take_proposals() { return std::exchange
 size_t Dispatcher::agents() const {
   return std::count_if(workers_.begin(), workers_.end(),
                        [](const auto& w) { return w.second.hello.role == proto::kRoleAgent; });
+}
+
+std::set<std::string> Dispatcher::evaluator_gpu_models(const std::string& backend) const {
+  std::set<std::string> models;
+  for (const auto& [peer, w] : workers_) {
+    const proto::Hello& h = w.hello;
+    if (h.role == proto::kRoleEvaluator &&
+        std::find(h.backends.begin(), h.backends.end(), backend) != h.backends.end()) {
+      models.insert(h.gpu_model);
+    }
+  }
+  return models;
 }
 
 void Dispatcher::fail_proposal(const std::string& task_id, const std::string& why) {
@@ -174,7 +190,9 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
     spdlog::info("dropping a result for task {} from {}: not in flight", result.task_id, peer);
     return false;
   }
-  const std::string arch = result.arch.empty() ? "unknown" : result.arch;
+  // The worker names its arch; a name that cannot be part of a key is stored made safe, never
+  // refused (the result is good, only its label is odd).
+  const std::string arch = result.arch.empty() ? "unknown" : redis::keys::safe_key_component(result.arch);
   Status put = store_->put_result_once(result.candidate_id, arch,
                                        proto::encode({proto::kProtocolVersion, result.task_id, result}));
   if (!put.is_ok() && put.code() != StatusCode::kAlreadyExists) return put;

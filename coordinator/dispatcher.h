@@ -1,7 +1,8 @@
 // The coordinator's dispatch layer: workers, credits, leases and results, with no search policy.
 // It binds the ROUTER, accepts evaluators (hello, heartbeats, credits), hands each queued
-// `evaluate` task to a worker whose backends match -- after writing the task's lease to Redis --
-// and turns the answers into results for the search. What it guarantees, whatever fails:
+// `evaluate` task to a worker whose backends match -- and whose GPU model, when the task names
+// one -- after writing the task's lease to Redis, and turns the answers into results for the
+// search. What it guarantees, whatever fails:
 // - no task is lost: a task whose worker goes silent, or whose lease expires, goes back to the
 //   queue; after a coordinator restart recover() re-queues every lease found in Redis;
 // - none is counted twice: a result is merged only while its task is in flight; a late or
@@ -99,6 +100,8 @@ class Dispatcher {
   size_t in_flight() const { return in_flight_.size(); }
   size_t workers() const { return workers_.size(); }
   size_t agents() const;                 // connected workers in the agent role
+  // The GPU models of the connected evaluators of `backend` ("" for one that names none).
+  std::set<std::string> evaluator_gpu_models(const std::string& backend) const;
   size_t proposals_pending() const { return proposal_queue_.size() + proposals_in_flight_.size(); }
   const std::vector<Quarantined>& quarantined() const { return quarantined_; }
   const DispatchStats& stats() const { return stats_; }

@@ -13,6 +13,7 @@
 
 #include "evaluator/evaluation.h"
 #include "shared/hash.h"
+#include "shared/redis_keys.h"
 
 namespace kiln::coordinator {
 namespace {
@@ -82,10 +83,25 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// The GPU models of a run as a JSON array of names ("" for any evaluator of the backend).
+std::string join_models(const std::vector<std::string>& models) { return nlohmann::json(models).dump(); }
+
+Result<std::vector<std::string>> split_models(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> out;
+  if (!j.is_array()) return data_loss("field gpu_models '" + text + "' is not a JSON array");
+  for (const auto& m : j) {
+    if (!m.is_string()) return data_loss("field gpu_models '" + text + "' holds a non-string");
+    out.push_back(m.get<std::string>());
+  }
+  return out;
+}
+
 Fields record_fields(const RunRecord& r) {
   Fields f = {{"id", r.id},
               {"targets", join(r.targets)},
               {"backend", r.backend},
+              {"gpu_models", join_models(r.gpu_models)},
               {"toolchain", r.toolchain},
               {"seed", std::to_string(r.seed)},
               {"islands", std::to_string(r.islands)},
@@ -136,14 +152,28 @@ Result<std::optional<RunRecord>> read_run_record(redis::Store& store) {
   r.budget_s = static_cast<int64_t>(*budget);
   r.starts = static_cast<uint32_t>(*starts);
   r.spent_s = *spent;
+  // Runs recorded before populations were per GPU model searched one population, fed by any.
+  r.gpu_models = {""};
+  if (f.count("gpu_models")) {
+    Result<std::vector<std::string>> models = split_models(field(f, "gpu_models"));
+    if (!models.is_ok()) return fail(models.status());
+    r.gpu_models = *models;
+  }
   for (const auto& [k, v] : f) {
     if (k.rfind("spec.", 0) == 0) r.spec_hashes[k.substr(5)] = v;
   }
   return std::optional<RunRecord>(std::move(r));
 }
 
+std::string unit_key(const std::string& target, const std::string& gpu_model) {
+  if (gpu_model.empty()) return target;
+  return target + "@" + redis::keys::safe_key_component(gpu_model);
+}
+
 struct Engine::TargetState {
   TargetSpec spec;
+  std::string gpu_model;  // "" for any evaluator of the backend
+  std::string key;        // unit_key(spec.name, gpu_model)
   const BackendSpec* backend = nullptr;
   Shape bench;
   DType dtype = DType::kF32;
@@ -169,19 +199,33 @@ struct Engine::TargetState {
     return report.fraction_of_floor > 0 ? report.best_us * report.fraction_of_floor : 0;
   }
 
-  TargetState(TargetSpec s, const std::string& backend_name, const SearchParams& params)
-      : spec(std::move(s)), population(spec.name, backend_name, params) {}
+  TargetState(TargetSpec s, std::string model, const std::string& backend_name, const SearchParams& params)
+      : spec(std::move(s)),
+        gpu_model(std::move(model)),
+        key(unit_key(spec.name, gpu_model)),
+        population(spec.name, gpu_model.empty() ? backend_name : key.substr(spec.name.size() + 1), params) {}
 };
 
 Engine::Engine(std::vector<TargetSpec> targets, Dispatcher& dispatcher, EngineOptions options,
                redis::Store* store)
-    : dispatcher_(&dispatcher), options_(std::move(options)), rng_(options_.seed), store_(store) {
-  for (auto& spec : targets) {
-    auto st = std::make_unique<TargetState>(std::move(spec), options_.backend, options_.search);
+    : dispatcher_(&dispatcher),
+      options_(std::move(options)),
+      specs_(std::move(targets)),
+      rng_(options_.seed),
+      store_(store) {
+  for (const std::string& model : options_.gpu_models) add_gpu_model(model);
+}
+
+bool Engine::add_gpu_model(const std::string& model) {
+  if (std::find(record_models_.begin(), record_models_.end(), model) != record_models_.end()) return false;
+  record_models_.push_back(model);
+  for (const TargetSpec& spec : specs_) {
+    auto st = std::make_unique<TargetState>(spec, model, options_.backend, options_.search);
     st->backend = st->spec.backend(options_.backend);
     st->bench = st->spec.benchmark_for(options_.backend);
     st->dtype = st->backend ? st->backend->dtypes.front() : DType::kF32;
     st->report.target = st->spec.name;
+    st->report.gpu_model = model;
     if (!st->backend) {
       st->report.state = "failed: no kernels for the " + options_.backend + " backend";
       st->done = true;
@@ -190,6 +234,11 @@ Engine::Engine(std::vector<TargetSpec> targets, Dispatcher& dispatcher, EngineOp
     }
     targets_.push_back(std::move(st));
   }
+  return true;
+}
+
+std::string Engine::id_backend(const TargetState& st) const {
+  return st.gpu_model.empty() ? options_.backend : options_.backend + "@" + st.gpu_model;
 }
 
 Engine::~Engine() = default;
@@ -210,24 +259,26 @@ std::optional<Engine::Pending::Kind> Engine::kind_from(std::string_view name) {
   return std::nullopt;
 }
 
-std::optional<size_t> Engine::target_index(std::string_view name) const {
+std::optional<size_t> Engine::target_index(std::string_view name, std::string_view gpu_model) const {
   for (size_t t = 0; t < targets_.size(); ++t) {
-    if (targets_[t]->spec.name == name) return t;
+    if (targets_[t]->spec.name == name && targets_[t]->gpu_model == gpu_model) return t;
   }
   return std::nullopt;
 }
 
 bool Engine::finished() const {
+  // A run that discovers its GPU models is not over before an evaluator brought one.
+  if (targets_.empty()) return !options_.discover_gpu_models && specs_.empty();
   return std::all_of(targets_.begin(), targets_.end(), [](const auto& t) { return t->done; });
 }
 
-const Population* Engine::population(std::string_view target) const {
-  std::optional<size_t> t = target_index(target);
+const Population* Engine::population(std::string_view target, std::string_view gpu_model) const {
+  std::optional<size_t> t = target_index(target, gpu_model);
   return t ? &targets_[*t]->population : nullptr;
 }
 
-std::vector<std::string> Engine::submitted(std::string_view target) const {
-  std::optional<size_t> t = target_index(target);
+std::vector<std::string> Engine::submitted(std::string_view target, std::string_view gpu_model) const {
+  std::optional<size_t> t = target_index(target, gpu_model);
   return t ? targets_[*t]->submitted : std::vector<std::string>();
 }
 
@@ -263,11 +314,12 @@ Status Engine::begin() {
   }
   record_ = RunRecord{};
   record_.id = "run-" + std::to_string(epoch_ms());
-  for (const auto& st : targets_) {
-    record_.targets.push_back(st->spec.name);
-    record_.spec_hashes[st->spec.name] = st->spec.spec_hash;
+  for (const TargetSpec& spec : specs_) {
+    record_.targets.push_back(spec.name);
+    record_.spec_hashes[spec.name] = spec.spec_hash;
   }
   record_.backend = options_.backend;
+  record_.gpu_models = record_models_;
   record_.toolchain = options_.toolchain;
   record_.seed = options_.seed;
   record_.islands = options_.search.islands;
@@ -283,14 +335,14 @@ Status Engine::begin() {
 
 Status Engine::check_record(const RunRecord& recorded) const {
   std::set<std::string> theirs(recorded.targets.begin(), recorded.targets.end()), ours;
-  for (const auto& st : targets_) ours.insert(st->spec.name);
+  for (const TargetSpec& spec : specs_) ours.insert(spec.name);
   if (theirs != ours) {
     std::vector<std::string> missing, added;
     for (const auto& t : theirs) if (!ours.count(t)) missing.push_back(t);
     for (const auto& t : ours) if (!theirs.count(t)) added.push_back(t);
     std::string why = "run " + recorded.id + " searches targets " + join(recorded.targets) +
                       ", this one names ";
-    for (const auto& st : targets_) why += (&st == &targets_.front() ? "" : ",") + st->spec.name;
+    for (const TargetSpec& spec : specs_) why += (&spec == &specs_.front() ? "" : ",") + spec.name;
     if (!missing.empty()) why += " (missing: " + join(missing) + ")";
     if (!added.empty()) why += " (not in the run: " + join(added) + ")";
     return failed_precondition(why);
@@ -310,14 +362,28 @@ Status Engine::check_record(const RunRecord& recorded) const {
                                std::to_string(options_.search.islands) + " of " +
                                std::to_string(options_.search.capacity));
   }
-  for (const auto& st : targets_) {
-    auto it = recorded.spec_hashes.find(st->spec.name);
+  for (const TargetSpec& spec : specs_) {
+    auto it = recorded.spec_hashes.find(spec.name);
     const std::string theirs_hash = it == recorded.spec_hashes.end() ? "(none)" : it->second;
-    if (theirs_hash != st->spec.spec_hash) {
-      return failed_precondition("target " + st->spec.name + " changed since run " + recorded.id +
+    if (theirs_hash != spec.spec_hash) {
+      return failed_precondition("target " + spec.name + " changed since run " + recorded.id +
                                  " started (spec hash " + theirs_hash.substr(0, 12) + " -> " +
-                                 st->spec.spec_hash.substr(0, 12) +
+                                 spec.spec_hash.substr(0, 12) +
                                  "): its candidate ids would not match; start a new run");
+    }
+  }
+  if (!options_.discover_gpu_models) {
+    std::set<std::string> their_models(recorded.gpu_models.begin(), recorded.gpu_models.end());
+    std::set<std::string> our_models(options_.gpu_models.begin(), options_.gpu_models.end());
+    auto names = [](const std::set<std::string>& m) {
+      std::string s;
+      for (const auto& x : m) s += (s.empty() ? "" : ", ") + (x.empty() ? std::string("any GPU") : x);
+      return s;
+    };
+    if (their_models != our_models) {
+      return failed_precondition("run " + recorded.id + " searched on " + names(their_models) +
+                                 ", this one on " + names(our_models) +
+                                 " (populations are per GPU model: resume it where those GPUs are)");
     }
   }
   return Status::ok();
@@ -348,6 +414,7 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
   task.candidate_id = id;
   task.target = st.spec.name;
   task.backend = options_.backend;
+  task.gpu_model = st.gpu_model;
   task.source = source;
   task.params = params;
   task.dtypes = {std::string(dtype_name(st.dtype))};
@@ -362,6 +429,7 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
     step.event = {{"type", "submit"}, {"seq", std::to_string(seq)}, {"target", st.spec.name},
                   {"task", task.task_id}, {"cand", id}, {"kind", kind_name(p.kind)},
                   {"params", params_json}, {"source", hash}};
+    if (!st.gpu_model.empty()) step.event.emplace_back("gpu", st.gpu_model);
     if (p.kind != Pending::Kind::kSeed) {
       step.event.insert(step.event.end(), {{"island", std::to_string(subject.island)},
                                            {"parent", subject.parent_id}, {"op", subject.op},
@@ -379,7 +447,7 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
     if (p.kind == Pending::Kind::kRetime) {
       step.candidate_fields = {{"status", "re-timing"}, {"retime_task", task.task_id}};
     } else {
-      step.candidate_fields = {{"target", st.spec.name}, {"kind", kind_name(p.kind)},
+      step.candidate_fields = {{"target", st.key}, {"kind", kind_name(p.kind)},
                                {"task", task.task_id}, {"source_hash", hash},
                                {"params", params_json}, {"parent", subject.parent_id},
                                {"operator", p.kind == Pending::Kind::kSeed ? "seed" : subject.op},
@@ -402,7 +470,7 @@ Status Engine::top_up(size_t t) {
   if (st.done) return Status::ok();
   if (st.report.state == "starting") {
     const KernelSpec& seed = st.backend->seed;
-    const std::string id = candidate_id(st.spec.spec_hash, options_.backend, seed.source, seed.defines,
+    const std::string id = candidate_id(st.spec.spec_hash, id_backend(st), seed.source, seed.defines,
                                         options_.toolchain);
     st.seen.insert(id);
     st.sources[id] = seed.source;
@@ -423,7 +491,7 @@ Status Engine::top_up(size_t t) {
     const Individual* parent = st.population.select_parent(island, rng_);
     if (!parent) break;
     auto id_of = [&](const Params& p) {
-      return candidate_id(st.spec.spec_hash, options_.backend, tmpl.source, p, options_.toolchain);
+      return candidate_id(st.spec.spec_hash, id_backend(st), tmpl.source, p, options_.toolchain);
     };
     auto seen = [&](const Params& p) { return st.seen.contains(id_of(p)); };
     Params child;
@@ -529,7 +597,7 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
       spdlog::info("{}: agent candidate rejected: not a valid configuration of the template", st.spec.name);
       continue;
     }
-    const std::string id = candidate_id(st.spec.spec_hash, options_.backend, tmpl.source, c.params,
+    const std::string id = candidate_id(st.spec.spec_hash, id_backend(st), tmpl.source, c.params,
                                         options_.toolchain);
     if (st.seen.contains(id)) {
       ++agent_stats_.duplicates;
@@ -584,10 +652,11 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
                   {"noise_rel", num(r.timing.noise_rel)}, {"arch", r.arch}, {"decision", decision},
                   {"reason", reason},
                   {"result", proto::encode({proto::kProtocolVersion, r.task_id, r})}};
+    if (!st.gpu_model.empty()) step.event.emplace_back("gpu", st.gpu_model);
     step.candidate = r.candidate_id;
     step.candidate_fields = {{"status", decision}, {"median_us", num(r.timing.median_us)},
                              {"arch", r.arch}};
-    step.target = st.spec.name;
+    step.target = st.key;
     step.target_fields = {{"spec_hash", st.spec.spec_hash}, {"best_id", st.report.best_id},
                           {"best_us", num(st.report.best_us)}};
     if (st.seed_verified) {
@@ -665,14 +734,19 @@ Status Engine::mark_done(size_t t, const std::string& state) {
   st.done = true;
   redis::SearchStep step;
   step.event = {{"type", "done"}, {"target", st.spec.name}, {"state", state}};
-  step.target = st.spec.name;
+  if (!st.gpu_model.empty()) step.event.emplace_back("gpu", st.gpu_model);
+  step.target = st.key;
   step.target_fields = {{"state", state}};
-  return write(std::move(step)).with_context("recording that " + st.spec.name + " is done in Redis");
+  return write(std::move(step)).with_context("recording that " + st.key + " is done in Redis");
 }
 
 Status Engine::replay_submit(const Entry& e) {
-  std::optional<size_t> t = target_index(field(e, "target"));
-  if (!t) return data_loss("unknown target '" + field(e, "target") + "'");
+  // A model whose populations this process has not made yet (a coordinator that discovers its
+  // models) gets them now, as it did when the first evaluator of that model connected.
+  const std::string model = field(e, "gpu");
+  if (options_.discover_gpu_models) add_gpu_model(model);
+  std::optional<size_t> t = target_index(field(e, "target"), model);
+  if (!t) return data_loss("unknown target '" + unit_key(field(e, "target"), model) + "'");
   TargetState& st = *targets_[*t];
   std::optional<Pending::Kind> kind = kind_from(field(e, "kind"));
   if (!kind) return data_loss("unknown kind '" + field(e, "kind") + "'");
@@ -695,6 +769,7 @@ Status Engine::replay_submit(const Entry& e) {
   p.task.candidate_id = id;
   p.task.target = st.spec.name;
   p.task.backend = options_.backend;
+  p.task.gpu_model = st.gpu_model;
   p.task.source = source;
   p.task.params = params;
   p.task.dtypes = {std::string(dtype_name(st.dtype))};
@@ -764,6 +839,9 @@ Status Engine::resume() {
   if (!recorded) return not_found("Redis holds no run to resume (kiln:run is absent)");
   KILN_RETURN_IF_ERROR(check_record(*recorded));
   record_ = *recorded;
+  if (options_.discover_gpu_models) {
+    for (const std::string& model : recorded->gpu_models) add_gpu_model(model);
+  }
   spent_before_ = record_.spent_s;
 
   // Replay the search log through the code that wrote it.
@@ -786,7 +864,7 @@ Status Engine::resume() {
       } else if (type == "result") {
         replayed = replay_result(e);
       } else if (type == "done") {
-        std::optional<size_t> t = target_index(field(e, "target"));
+        std::optional<size_t> t = target_index(field(e, "target"), field(e, "gpu"));
         if (t) {
           targets_[*t]->report.state = field(e, "state");
           targets_[*t]->done = true;
@@ -807,6 +885,7 @@ Status Engine::resume() {
 
   const bool was_finished = record_.state == "finished" || finished();
   record_.seed = options_.seed;
+  record_.gpu_models = record_models_;
   record_.patience = options_.limits.max_proposals_without_gain;
   record_.budget_s = options_.budget.count();
   record_.state = was_finished ? "finished" : "running";
@@ -870,6 +949,20 @@ Status Engine::resume() {
   return Status::ok();
 }
 
+Status Engine::discover_gpu_models() {
+  bool added = false;
+  for (const std::string& model : dispatcher_->evaluator_gpu_models(options_.backend)) {
+    if (!add_gpu_model(model)) continue;
+    added = true;
+    spdlog::info("an evaluator of a new GPU model connected ({}): {} target(s) get a population on it",
+                 model.empty() ? "none named" : model, specs_.size());
+  }
+  if (!added || !store_ || !begun_) return Status::ok();
+  record_.gpu_models = record_models_;
+  return store_->put_run({{"gpu_models", join_models(record_.gpu_models)}})
+      .with_context("recording the run's GPU models in Redis");
+}
+
 Status Engine::save_progress() {
   if (!store_ || !begun_) return Status::ok();
   record_.spent_s = spent_s();
@@ -924,6 +1017,7 @@ Status Engine::run(const std::atomic<bool>& stop,
     // between a crash and its resume).
     const double elapsed = spent_s();
     const bool budget_spent = options_.budget.count() > 0 && elapsed >= options_.budget.count();
+    if (options_.discover_gpu_models) KILN_RETURN_IF_ERROR(discover_gpu_models());
     allocate();
     bool all_done = true;
     for (size_t t = 0; t < targets_.size(); ++t) {
@@ -949,7 +1043,8 @@ Status Engine::run(const std::atomic<bool>& stop,
       if (!st.done && !budget_spent) KILN_RETURN_IF_ERROR(top_up(t));
       all_done = all_done && st.done;
     }
-    if (all_done) break;
+    if (targets_.empty() && budget_spent) break;  // no evaluator ever brought a GPU model
+    if (all_done && (!targets_.empty() || !options_.discover_gpu_models)) break;
     KILN_ASSIGN_OR_RETURN(std::vector<proto::EvaluationResult> got, dispatcher_->poll(100));
     for (const auto& r : got) {
       results_.push_back(r);

@@ -1,5 +1,6 @@
-// The search loop of one run: per target, the seed is evaluated first (its time is the baseline),
-// then the template's first valid configuration, then children the built-in proposer makes from
+// The search loop of one run: per target and GPU model (EngineOptions::gpu_models), the seed is
+// evaluated first (its time is the baseline), then the template's first valid configuration,
+// then children the built-in proposer makes from
 // parents the population selects; every verified child is judged against its parent (keep or
 // revert), a new best is re-timed before it is crowned, and a target stops at its convergence
 // limits. Evaluations go through the Dispatcher (so through Redis leases and the workers).
@@ -40,6 +41,13 @@ namespace kiln::coordinator {
 
 struct EngineOptions {
   std::string backend = "cpu";
+  // The GPU models searched: each target has one population per model, fed only by evaluators
+  // of that model (times of different GPUs never meet in one population). "" is one population
+  // fed by any evaluator of the backend (the cpu backend; a farm of one GPU model).
+  std::vector<std::string> gpu_models = {""};
+  // Adds a model's populations when an evaluator of a model not yet searched connects (a farm
+  // whose models are not known in advance: `kiln coordinator`).
+  bool discover_gpu_models = false;
   SearchParams search;
   ConvergenceLimits limits;
   std::chrono::seconds budget{0};   // whole run; 0: until every target converges
@@ -69,6 +77,7 @@ struct RunRecord {
   std::vector<std::string> targets;                // in the order given
   std::map<std::string, std::string> spec_hashes;  // by target
   std::string backend;
+  std::vector<std::string> gpu_models;             // as searched so far ("" for any)
   std::string toolchain;
   uint64_t seed = 1;
   uint32_t islands = 2;
@@ -84,9 +93,15 @@ struct RunRecord {
 // does not parse.
 Result<std::optional<RunRecord>> read_run_record(redis::Store& store);
 
+// The name of a target's population on one GPU model, as Redis (kiln:target:{key}), `kiln status`
+// and the output folder know it: the target's name, plus "@" and the model with spaces made "_"
+// when the population belongs to one model (e.g. "matmul@NVIDIA_H100_80GB_HBM3").
+std::string unit_key(const std::string& target, const std::string& gpu_model);
+
 // One target's standing, for progress lines, `kiln status` and the summary.
 struct TargetReport {
   std::string target;
+  std::string gpu_model;            // the population's GPU model; "" for any
   std::string state = "starting";   // starting, searching, converged (with why), failed
   uint64_t evaluations = 0;         // results received
   uint64_t failures = 0;            // results that did not verify
@@ -140,10 +155,13 @@ class Engine {
   // of the earlier coordinator processes of the run.
   const std::vector<proto::EvaluationResult>& results() const { return results_; }
 
-  // The search state of one target, for tests and tools: nullptr / empty for an unknown target.
-  const Population* population(std::string_view target) const;
+  // The search state of one target on one GPU model, for tests and tools: nullptr / empty for an
+  // unknown pair.
+  const Population* population(std::string_view target, std::string_view gpu_model = "") const;
   // Candidate ids submitted for evaluation (the seen set), in submission order.
-  std::vector<std::string> submitted(std::string_view target) const;
+  std::vector<std::string> submitted(std::string_view target, std::string_view gpu_model = "") const;
+  // The GPU models searched so far.
+  const std::vector<std::string>& gpu_models() const { return record_models_; }
   // Tasks submitted and not yet answered.
   size_t pending() const { return pending_.size(); }
   const AgentStats& agent_stats() const { return agent_stats_; }
@@ -161,7 +179,11 @@ class Engine {
 
   static const char* kind_name(Pending::Kind kind);
   static std::optional<Pending::Kind> kind_from(std::string_view name);
-  std::optional<size_t> target_index(std::string_view name) const;
+  std::optional<size_t> target_index(std::string_view name, std::string_view gpu_model) const;
+  // Adds the populations of one GPU model (one per target) unless it has them; true when added.
+  bool add_gpu_model(const std::string& model);
+  // The backend as candidate ids name it: with the GPU model when the population has one.
+  std::string id_backend(const TargetState& st) const;
 
   void allocate();
   Status top_up(size_t t);
@@ -189,10 +211,13 @@ class Engine {
   Result<std::string> source_of(const std::string& hash);
   Status check_record(const RunRecord& recorded) const;
   Status save_progress();  // the time spent (and "finished") in kiln:run
+  Status discover_gpu_models();  // populations for models of newly connected evaluators
   double spent_s() const;
 
   Dispatcher* dispatcher_;
   EngineOptions options_;
+  std::vector<TargetSpec> specs_;           // every target, for the populations of a new model
+  std::vector<std::string> record_models_;  // GPU models with populations, in order added
   std::vector<std::unique_ptr<TargetState>> targets_;
   std::map<std::string, Pending> pending_;  // by task id
   std::vector<proto::EvaluationResult> results_;

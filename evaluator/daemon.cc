@@ -152,7 +152,8 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
   Ceilings ceilings;
   if (options.backend == "cuda") {
     SandboxOptions sb{options.kiln_binary, options.backend, options.gpu};
-    KILN_ASSIGN_OR_RETURN(ceilings, load_or_measure_ceilings(sb, toolchain->compiler(), options.cache_dir));
+    KILN_ASSIGN_OR_RETURN(ceilings, load_or_measure_ceilings(sb, toolchain->compiler(), options.cache_dir,
+                                                             CeilingsMode::kKeepHigher));
     spdlog::info("device ceilings: copy {:.2f} TB/s, f16 tensor cores {:.0f} TFLOP/s",
                  ceilings.bandwidth_bytes_per_s / 1e12, ceilings.matrix_flops_per_s / 1e12);
   }

@@ -80,6 +80,9 @@ struct EvaluateTask {
   std::vector<std::string> dtypes;
   bool profile = false;
   uint32_t deadline_ms = 0;  // 0: the evaluator's default
+  // Only evaluators whose Hello names this GPU model take the task (a population's times come
+  // from one model); empty: any evaluator of the backend.
+  std::string gpu_model;
   bool operator==(const EvaluateTask&) const = default;
 };
 

@@ -51,6 +51,7 @@ void fields(V& v, Is<EvaluateTask> auto& m) {
   v("dtypes", m.dtypes, kOptional);
   v("profile", m.profile, kOptional);
   v("deadline_ms", m.deadline_ms, kOptional);
+  v("gpu_model", m.gpu_model, kOptional);
 }
 
 template <class V>

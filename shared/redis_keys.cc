@@ -65,6 +65,15 @@ Status validate_key_component(std::string_view component) {
   return Status::ok();
 }
 
+std::string safe_key_component(std::string_view text) {
+  std::string out(text.substr(0, kMaxComponentBytes));
+  for (char& ch : out) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c <= ' ' || c == 0x7f || c == ':' || c == '*' || c == '?' || c == '[' || c == ']') ch = '_';
+  }
+  return out.empty() ? "_" : out;
+}
+
 std::string schema_version() { return join({"schema"}); }
 std::string target(std::string_view target) { return join({"target", target}); }
 std::string population(std::string_view target, std::string_view arch, std::string_view island) {

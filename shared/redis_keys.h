@@ -22,6 +22,11 @@ inline constexpr int kSchemaVersion = 1;
 inline constexpr size_t kMaxComponentBytes = 200;
 Status validate_key_component(std::string_view component);
 
+// `text` made a valid component: every byte validate_key_component refuses becomes '_', an empty
+// text becomes "_", and a longer one is cut to kMaxComponentBytes. For names that come from
+// outside (a GPU model, an evaluator's arch) and become part of a key.
+std::string safe_key_component(std::string_view text);
+
 // The builders below format keys and do not validate: every component must have passed
 // validate_key_component (Store does this for all input it receives).
 std::string schema_version();                 // kiln:schema

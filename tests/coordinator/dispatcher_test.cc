@@ -31,7 +31,7 @@ proto::EvaluateTask task(const std::string& id, const std::string& backend = "cp
 class FakeWorker {
  public:
   FakeWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name,
-             std::vector<std::string> backends = {"cpu"})
+             std::vector<std::string> backends = {"cpu"}, const std::string& gpu_model = "")
       : name_(name), ids_(name) {
     auto d = net::DealerSocket::connect(ctx, endpoint, net::SocketOptions{});
     EXPECT_TRUE(d.is_ok()) << d.status().to_string();
@@ -41,6 +41,7 @@ class FakeWorker {
     hello.node = "test";
     hello.worker_id = name;
     hello.backends = std::move(backends);
+    hello.gpu_model = gpu_model;
     hello.capacity = 1;
     send(hello);
   }
@@ -142,6 +143,42 @@ TEST_F(DispatcherTest, SendsOnlyMatchingTasksAndMergesEachResultOnce) {
   EXPECT_TRUE(store_->get_result("a", "cpu/test")->has_value());
   EXPECT_FALSE(store_->lease_payload(t->task_id)->has_value());
   EXPECT_EQ(dispatcher_->in_flight(), 0u);
+}
+
+TEST_F(DispatcherTest, ATaskNamingAGpuModelGoesOnlyToAnEvaluatorOfThatModel) {
+  FakeWorker h100(ctx_, dispatcher_->endpoint(), "h100", {"cuda"}, "NVIDIA H100 80GB HBM3");
+  FakeWorker h200(ctx_, dispatcher_->endpoint(), "h200", {"cuda"}, "NVIDIA H200");
+  alive_ = {&h100, &h200};
+  h100.send(proto::Credit{4});
+  h200.send(proto::Credit{4});
+  proto::EvaluateTask for_h200 = task("on-h200", "cuda");
+  for_h200.gpu_model = "NVIDIA H200";
+  proto::EvaluateTask any = task("anywhere", "cuda");
+  dispatcher_->submit(for_h200);
+  auto got = receive_task(h200);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->candidate_id, "on-h200");
+  EXPECT_EQ(got->gpu_model, "NVIDIA H200");
+  EXPECT_FALSE(h100.next().has_value());
+  EXPECT_EQ(dispatcher_->evaluator_gpu_models("cuda"),
+            (std::set<std::string>{"NVIDIA H100 80GB HBM3", "NVIDIA H200"}));
+  EXPECT_TRUE(dispatcher_->evaluator_gpu_models("cpu").empty());
+  // A task that names no model goes to any evaluator of its backend.
+  dispatcher_->submit(any);
+  ASSERT_TRUE(run_until([&] { return dispatcher_->in_flight() == 2; }));
+}
+
+TEST_F(DispatcherTest, AResultWhoseArchCannotBeAKeyIsStoredUnderASafeName) {
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1", {"cpu"});
+  w.send(proto::Credit{1});
+  dispatcher_->submit(task("odd"));
+  auto t = receive_task(w);
+  ASSERT_TRUE(t.has_value());
+  proto::EvaluationResult r = w.answer(*t);
+  r.arch = "sm_90a/NVIDIA H100 80GB: [HBM3]";
+  w.send(r);
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+  EXPECT_TRUE(store_->get_result("odd", "sm_90a/NVIDIA_H100_80GB___HBM3_")->has_value());
 }
 
 TEST_F(DispatcherTest, MalformedMessagesGetAnErrorAndTheLoopGoesOn) {

@@ -22,115 +22,14 @@
 
 #include "shared/redis_client.h"
 #include "shared/transport.h"
+#include "tests/coordinator/describe.h"
+#include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
 namespace kiln::coordinator {
 namespace {
 
-// A worker thread with its own DEALER: answers each task with a verified result whose time is a
-// function of the candidate id (so a re-time measures the same), and sets `stop_after` once it
-// has answered `limit` tasks.
-class SyntheticWorker {
- public:
-  SyntheticWorker(zmq::context_t& ctx, std::string endpoint, size_t limit, std::atomic<bool>* stop_after)
-      : thread_([this, &ctx, endpoint, limit, stop_after] { loop(ctx, endpoint, limit, stop_after); }) {}
-  ~SyntheticWorker() {
-    quit_ = true;
-    thread_.join();
-  }
-  size_t answered() const { return answered_.load(); }
-  std::set<std::string> received() {
-    std::lock_guard lock(mu_);
-    return received_;
-  }
-
-  static double time_of(const std::string& candidate_id) {
-    return 20.0 + static_cast<double>(std::hash<std::string>{}(candidate_id) % 2000) / 100.0;
-  }
-
- private:
-  void loop(zmq::context_t& ctx, const std::string& endpoint, size_t limit, std::atomic<bool>* stop_after) {
-    auto d = net::DealerSocket::connect(ctx, endpoint, net::SocketOptions{});
-    ASSERT_TRUE(d.is_ok()) << d.status().to_string();
-    proto::IdGenerator ids("synthetic");
-    auto send = [&](proto::Message body) {
-      (void)d->send(proto::encode({proto::kProtocolVersion, ids.next(), std::move(body)}));
-    };
-    proto::Hello hello;
-    hello.role = "evaluator";
-    hello.node = "test";
-    hello.worker_id = "synthetic";
-    hello.backends = {"cpu"};
-    hello.capacity = 4;
-    send(hello);
-    send(proto::Credit{4});
-    auto last_beat = std::chrono::steady_clock::now();
-    while (!quit_) {
-      auto got = d->receive(10);
-      if (got.is_ok() && got->has_value()) {
-        auto env = proto::decode(**got);
-        if (env.is_ok()) {
-          if (auto* task = std::get_if<proto::EvaluateTask>(&env->body)) {
-            {
-              std::lock_guard lock(mu_);
-              received_.insert(task->task_id);
-            }
-            proto::EvaluationResult r;
-            r.task_id = task->task_id;
-            r.candidate_id = task->candidate_id;
-            r.arch = "cpu/test";
-            r.outcome = proto::Outcome::kVerified;
-            r.timing.median_us = time_of(task->candidate_id);
-            r.timing.noise_rel = 0.002;
-            r.metrics["fraction_of_floor"] = 0.25;
-            send(r);
-            send(proto::Credit{1});
-            if (++answered_ >= limit && stop_after) stop_after->store(true);
-          }
-        }
-      }
-      if (std::chrono::steady_clock::now() - last_beat > std::chrono::milliseconds(30)) {
-        send(proto::Heartbeat{});
-        last_beat = std::chrono::steady_clock::now();
-      }
-    }
-  }
-
-  std::mutex mu_;
-  std::set<std::string> received_;
-  std::atomic<bool> quit_{false};
-  std::atomic<size_t> answered_{0};
-  std::thread thread_;
-};
-
-std::string describe(const Individual& i) {
-  std::ostringstream s;
-  s << i.id << " params=";
-  for (const auto& [k, v] : i.params) s << k << "=" << v << ",";
-  s << " t=" << i.median_us << " noise=" << i.noise_rel << " parent=" << i.parent_id << " op=" << i.op
-    << " gen=" << i.generation << " island=" << i.island << " children=" << i.children;
-  return s.str();
-}
-
-std::vector<std::string> describe(const Population& p) {
-  std::vector<std::string> out;
-  for (size_t i = 0; i < p.islands().size(); ++i) {
-    for (const Individual& e : p.island(i).elites()) out.push_back(std::to_string(i) + ": " + describe(e));
-  }
-  out.push_back("crowned: " + (p.crowned() ? describe(*p.crowned()) : "-"));
-  out.push_back("pending crown: " + (p.pending_crown() ? describe(*p.pending_crown()) : "-"));
-  out.push_back("proposals since improvement: " + std::to_string(p.proposals_since_improvement()));
-  out.push_back("accepted: " + std::to_string(p.accepted()));
-  return out;
-}
-
-std::string describe(const TargetReport& r) {
-  std::ostringstream s;
-  s << r.target << " state=" << r.state << " evals=" << r.evaluations << " fails=" << r.failures
-    << " accepted=" << r.accepted << " seed=" << r.seed_us << " best=" << r.best_us << " id=" << r.best_id
-    << " label=" << r.best_label << " floor=" << r.fraction_of_floor << " source=" << r.best_source.size();
-  return s.str();
-}
+using testing::SyntheticWorker;
 
 class EngineResumeTest : public ::testing::Test {
  protected:

@@ -1,0 +1,43 @@
+// One-line descriptions of the engine's state (individuals, populations, reports) for tests that
+// compare an engine rebuilt from Redis with the one that wrote it.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "coordinator/engine.h"
+#include "coordinator/search.h"
+
+namespace kiln::coordinator {
+
+inline std::string describe(const Individual& i) {
+  std::ostringstream s;
+  s << i.id << " params=";
+  for (const auto& [k, v] : i.params) s << k << "=" << v << ",";
+  s << " t=" << i.median_us << " noise=" << i.noise_rel << " parent=" << i.parent_id << " op=" << i.op
+    << " gen=" << i.generation << " island=" << i.island << " children=" << i.children;
+  return s.str();
+}
+
+inline std::vector<std::string> describe(const Population& p) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < p.islands().size(); ++i) {
+    for (const Individual& e : p.island(i).elites()) out.push_back(std::to_string(i) + ": " + describe(e));
+  }
+  out.push_back("crowned: " + (p.crowned() ? describe(*p.crowned()) : "-"));
+  out.push_back("pending crown: " + (p.pending_crown() ? describe(*p.pending_crown()) : "-"));
+  out.push_back("proposals since improvement: " + std::to_string(p.proposals_since_improvement()));
+  out.push_back("accepted: " + std::to_string(p.accepted()));
+  return out;
+}
+
+inline std::string describe(const TargetReport& r) {
+  std::ostringstream s;
+  s << r.target << "@" << r.gpu_model << " state=" << r.state << " evals=" << r.evaluations << " fails=" << r.failures
+    << " accepted=" << r.accepted << " seed=" << r.seed_us << " best=" << r.best_us << " id=" << r.best_id
+    << " label=" << r.best_label << " floor=" << r.fraction_of_floor << " source=" << r.best_source.size();
+  return s.str();
+}
+
+}  // namespace kiln::coordinator
