@@ -68,7 +68,9 @@ proto::Proposal BuiltinAgent::answer(const proto::ProposeTask& task) {
   SeenFn seen = [&](const Params& p) { return pt.proposed.count(p) > 0 || parents.count(p) > 0; };
   std::string reason;
   for (uint32_t i = 0; i < std::max<uint32_t>(1, task.count); ++i) {
-    Proposal p = pt.proposer->propose(parent.params, second, seen, rng_);
+    // Steered by the parent's bottleneck class when the coordinator sent one (exactly propose()
+    // otherwise); the choice is in the candidate's note.
+    Proposal p = pt.proposer->propose_guided(parent.params, second, parent.bottleneck, seen, rng_);
     if (p.empty()) {
       reason = p.reason;
       break;

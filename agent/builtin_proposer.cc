@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "evaluator/evaluation.h"
+#include "evaluator/profile/bottleneck.h"
 
 namespace kiln::agent {
 namespace {
@@ -310,6 +311,11 @@ Proposal BuiltinProposer::finish(Proposal p, const Params& base, const Config& c
 }
 
 Proposal BuiltinProposer::mutate(const Params& parent, const SeenFn& seen, std::mt19937_64& rng) {
+  return mutate_from(parent, current_tier_, 0, seen, rng);
+}
+
+Proposal BuiltinProposer::mutate_from(const Params& parent, int start_tier, int preferred,
+                                      const SeenFn& seen, std::mt19937_64& rng) {
   Config base;
   std::string why;
   if (!to_config(parent, &base, &why)) return empty_proposal(why);
@@ -319,7 +325,7 @@ Proposal BuiltinProposer::mutate(const Params& parent, const SeenFn& seen, std::
   const int magnitudes[2] = {far_first ? 2 : 1, far_first ? 1 : 2};
   const int n_tiers = static_cast<int>(tiers_.size());
   for (int i = 0; i < n_tiers; ++i) {
-    const int t = (current_tier_ + i) % n_tiers;
+    const int t = (start_tier + i) % n_tiers;
     std::vector<int> positions;
     for (const auto& name : tiers_[t]) {
       int pos = position_.at(name);
@@ -330,8 +336,15 @@ Proposal BuiltinProposer::mutate(const Params& parent, const SeenFn& seen, std::
     // Every parameter of the tier one (or two) places along its list before any moves further.
     for (int magnitude : magnitudes) {
       for (int pos : positions) {
-        const int direction = chance(rng, 0.5) ? 1 : -1;
-        for (int step : {direction * magnitude, -direction * magnitude}) {
+        // Drawn even when a direction is preferred, so the stream does not depend on guidance.
+        const bool up = chance(rng, 0.5);
+        // A preferred direction holds in the guided tier only, and is the only one tried there.
+        const bool guided = preferred != 0 && t == start_tier;
+        const int direction = guided ? preferred : (up ? 1 : -1);
+        const int steps[2] = {direction * magnitude, -direction * magnitude};
+        const int n_steps = guided ? 1 : 2;
+        for (int s = 0; s < n_steps; ++s) {
+          const int step = steps[s];
           const int to = base[pos] + step;
           if (to < 0 || to >= static_cast<int>(values_[pos].size())) continue;
           Config child = base;
@@ -470,6 +483,42 @@ Proposal BuiltinProposer::propose(const Params& parent, const Params* second, co
     if (!p.empty()) return p;
   }
   return mutate(parent, seen, rng);
+}
+
+Guidance BuiltinProposer::guidance_for(const std::string& bottleneck) const {
+  Guidance g;
+  const profile::BottleneckClass cls = profile::parse_class(bottleneck);
+  if (cls == profile::BottleneckClass::kUnknown || !options_.tiers.empty()) return g;
+  for (const profile::Move& move : profile::hints(cls)) {
+    const int tier = static_cast<int>(move.tier);
+    if (tier >= static_cast<int>(tiers_.size()) || !tier_movable(tier)) continue;
+    g.tier = tier;
+    g.direction = move.direction;
+    g.bottleneck = bottleneck;
+    g.move = move.text;
+    return g;
+  }
+  return g;
+}
+
+Proposal BuiltinProposer::propose_guided(const Params& parent, const Params* second,
+                                         const std::string& bottleneck, const SeenFn& seen,
+                                         std::mt19937_64& rng) {
+  const Guidance g = guidance_for(bottleneck);
+  if (g.tier < 0) return propose(parent, second, seen, rng);
+  // The same two draws as propose(): crossover and variant switches keep their share.
+  const bool cross = chance(rng, options_.crossover_probability);
+  const bool sw = chance(rng, options_.switch_probability);
+  if (second != nullptr && cross) {
+    Proposal p = crossover(parent, *second, seen, rng);
+    if (!p.empty()) return p;
+  }
+  const bool advanced = g.tier == static_cast<int>(profile::PlaybookTier::kAdvanced);
+  Proposal p;
+  if (sw && advanced && !structural_.empty()) p = switch_variant(parent, seen, rng);
+  if (p.empty()) p = mutate_from(parent, g.tier, g.direction, seen, rng);
+  if (!p.empty()) p.description += "; guided by " + g.bottleneck + ": " + g.move;
+  return p;
 }
 
 void BuiltinProposer::report(const Params& child, bool accepted) {

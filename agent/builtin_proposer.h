@@ -19,6 +19,12 @@
 // next to the parent it widens to the nearest unseen valid configuration anywhere in the space;
 // when there is none the result is empty with the reason "space exhausted around parent".
 //
+// Profile guidance (propose_guided): a parent's bottleneck class (evaluator/profile/bottleneck.h,
+// e.g. "memory_far_from_peak") picks the tier of its first hint that has something to move here
+// (memory far from peak -> memory access; spilling -> hold less per thread; low occupancy ->
+// smaller blocks) and the direction to try first along the value lists; the description records
+// the class and the move. Without a known class it is exactly propose().
+//
 // Deterministic: the same spec, inputs, report() calls and rng state give the same proposals.
 // Not thread-safe: one proposer per search loop (island).
 #pragma once
@@ -59,6 +65,14 @@ Tiers default_tiers(const KernelSpec& spec);
 
 // "block size", "memory access", "compute", "advanced", "other" for tiers 0..4; "tier N" after.
 std::string default_tier_name(int tier);
+
+// Steering drawn from a parent's bottleneck class.
+struct Guidance {
+  int tier = -1;           // the tier to mutate in; -1: none
+  int direction = 0;       // +1 larger values first, -1 smaller first, 0 either (random)
+  std::string bottleneck;  // the class, as on the wire
+  std::string move;        // the hint behind the choice, in words
+};
 
 struct BuiltinProposerOptions {
   // Groups of parameter names in the order they are worked on. Empty: default_tiers(spec).
@@ -109,6 +123,18 @@ class BuiltinProposer {
   Proposal propose(const Params& parent, const Params* second, const SeenFn& seen,
                    std::mt19937_64& rng);
 
+  // The guidance for a parent whose bottleneck class is `bottleneck`: the first of the class's
+  // hints whose playbook tier has a movable parameter. None (tier -1) for an unknown or empty
+  // class, and with custom `tiers` (the playbook's tier numbers do not apply to them).
+  Guidance guidance_for(const std::string& bottleneck) const;
+
+  // propose() steered by the parent's bottleneck class: the same operator draws, but a mutation
+  // works in the guidance's tier and tries its direction first; the description ends with
+  // "; guided by <class>: <move>". Exactly propose() when guidance_for() gives none.
+  Proposal propose_guided(const Params& parent, const Params* second,
+                          const std::string& bottleneck, const SeenFn& seen,
+                          std::mt19937_64& rng);
+
   // The operators, each on its own. `parent` (and `second`) must assign every space parameter a
   // value from its list; otherwise the result is empty with the reason.
   Proposal mutate(const Params& parent, const SeenFn& seen, std::mt19937_64& rng);
@@ -150,6 +176,9 @@ class BuiltinProposer {
   int tier_of(int position) const;
   std::string tier_label(int tier) const;  // "tier 0: block size", or "tier 0"
 
+  // mutate() starting in `start_tier`, moving each parameter in `direction` first (0: random).
+  Proposal mutate_from(const Params& parent, int start_tier, int direction, const SeenFn& seen,
+                       std::mt19937_64& rng);
   bool tier_movable(int tier) const;
   void advance_tier();
   Proposal finish(Proposal p, const Params& base, const Config& c);

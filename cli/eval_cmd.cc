@@ -36,6 +36,7 @@ struct EvalArgs {
   int gpu = 0;
   bool json = false;
   bool no_time = false;
+  bool profile = false;
   bool remeasure = false;
   bool sweep = false;
   uint32_t limit = 0;
@@ -136,6 +137,8 @@ int run_eval(const EvalArgs& a) {
   options.cache_dir = a.cache_dir.empty() ? eval::default_cache_dir() : a.cache_dir;
   options.gpu = a.gpu;
   options.time = !a.no_time;
+  if (a.profile && a.no_time) return fail("--profile needs the timing (drop --no-time)", 2);
+  options.profile = a.profile;
   if (!a.shape.empty()) {
     Result<std::map<std::string, std::string>> pairs = parse_pairs(a.shape, "--shape");
     if (!pairs.is_ok()) return fail(pairs.status().message(), 2);
@@ -201,6 +204,14 @@ int run_eval(const EvalArgs& a) {
       }
     }
     std::printf(" [%.2f s]\n", r.wall_ms / 1000);
+    if (a.profile && r.outcome == proto::Outcome::kVerified) {
+      // The progress lines above already showed the profile; the summary repeats the class.
+      if (!r.bottleneck.empty()) {
+        std::printf("bottleneck: %s\n", r.bottleneck.c_str());
+      } else if (!r.profile_note.empty()) {
+        std::printf("profile: %s\n", r.profile_note.c_str());
+      }
+    }
     if (r.outcome != proto::Outcome::kVerified && !r.log.empty()) {
       std::printf("log:\n%s\n", r.log.c_str());
     }
@@ -231,6 +242,10 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--json", args->json, "Print the result as JSON (progress goes to stderr)");
   sub->add_flag("--no-time", args->no_time, "Verify only");
   sub->add_flag("--remeasure", args->remeasure, "Measure the device's ceilings again");
+  sub->add_flag("--profile", args->profile,
+                "After timing, profile the kernel: CUPTI counters (DRAM and SM throughput,\n"
+                "occupancy, L1/L2 hit rates), registers, shared memory, spills, theoretical\n"
+                "occupancy; then the bottleneck class and the next moves it points at");
   sub->add_flag("--sweep", args->sweep,
                 "Evaluate every configuration of the template that meets its constraints, with\n"
                 "compiles overlapping the device work; print the fastest and the evaluation rate");

@@ -110,6 +110,21 @@ class Device {
 
   // SM clock in MHz now, or 0 when the backend cannot tell (throttling detection).
   virtual int sm_clock_mhz() = 0;
+
+  // One launch profiled (see evaluator/profile/): hardware counters and the function's resource
+  // use by the keys of evaluator/profile/metric_names.h, and a notice naming what could not be
+  // measured (counters not permitted, CUPTI missing, metrics the chip lacks). Complete when it
+  // returns; the outputs are left as the launch wrote them. kUnimplemented for a backend
+  // without a profiler.
+  struct LaunchProfile {
+    std::map<std::string, double> values;
+    std::string notice;
+  };
+  virtual Result<LaunchProfile> profile_launch(KernelHandle kernel, const LaunchGeometry& geometry,
+                                               const std::vector<KernelArg>& args) {
+    (void)kernel, (void)geometry, (void)args;
+    return unimplemented("the " + backend() + " backend has no profiler");
+  }
 };
 
 }  // namespace kiln::eval

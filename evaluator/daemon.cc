@@ -85,6 +85,7 @@ class Worker {
     Prepared p{ev, CandidateSpec{task.candidate_id, task.source, spec.kernel_name, spec.defines, &spec},
                b.dtypes.front()};
     for (const auto& [k, v] : task.params) p.candidate.params[k] = v;
+    p.candidate.profile = task.profile;
     if (!task.dtypes.empty()) {
       KILN_ASSIGN_OR_RETURN(p.dtype, parse_dtype(task.dtypes.front()));
     }

@@ -52,6 +52,10 @@ class OwningCudaDevice final : public Device {
     return device_->time_launch(kernel, geometry, args, flush_l2);
   }
   int sm_clock_mhz() override { return device_->sm_clock_mhz(); }
+  Result<LaunchProfile> profile_launch(KernelHandle kernel, const LaunchGeometry& geometry,
+                                       const std::vector<KernelArg>& args) override {
+    return device_->profile_launch(kernel, geometry, args);
+  }
 
  private:
   std::unique_ptr<cuda::DriverApi> api_;

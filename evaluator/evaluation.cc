@@ -444,6 +444,11 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     say("time: median " + fmt_double(t.median_us) + " us, IQR " + fmt_double(t.iqr_us) + " us, " +
         std::to_string(t.samples) + " samples (" + std::to_string(t.dropped) + " dropped), noise " +
         fmt_double(t.noise_rel * 100) + "%");
+    if (m.options.profile || c.profile) {
+      m.profile_phase(handles[timing_dtype], *g, bench, sets_json[0], &r, say,
+                      static_cast<bool>(progress));
+      r.metrics["profiled_at_ms"] = phase_ms();
+    }
   }
   unload_all();
   return finish(proto::Outcome::kVerified);

@@ -38,6 +38,10 @@ struct EvaluatorOptions {
   // Replaces the target's benchmark shape (tests and quick runs on small machines).
   std::optional<Shape> benchmark_override;
   bool time = true;                  // false: verify only
+  // After timing, profile every verified candidate: CUPTI counters and function attributes, the
+  // bottleneck class and its next moves (EvaluationResult: "prof." metrics, bottleneck,
+  // profile_note). CandidateSpec::profile asks for one candidate only. Needs `time`.
+  bool profile = false;
 };
 
 // What to evaluate: a kernel text with its parameter values and the geometry expressions that
@@ -48,6 +52,7 @@ struct CandidateSpec {
   std::string kernel_name;
   std::map<std::string, std::string> params;   // -D values (template parameters)
   const KernelSpec* geometry = nullptr;        // grid/block/shared_bytes expressions
+  bool profile = false;                        // profile this one (EvaluateTask.profile)
 };
 
 // Progress lines for humans ("smoke: passed (1 case)"); may be empty.

@@ -1,6 +1,7 @@
-// Internals of the evaluation flow, shared by evaluation.cc only: the arena layout of one input
-// set, the sandbox request pieces, and CandidateEvaluator::Impl, which runs one verification case
-// (run_case) and holds the evaluator's sandbox, reference and reusable buffers.
+// Internals of the evaluation flow, shared by evaluation.cc and evaluation_profile.cc only: the
+// arena layout of one input set, the sandbox request pieces, and CandidateEvaluator::Impl, which
+// runs one verification case (run_case) and holds the evaluator's sandbox, reference and reusable
+// buffers.
 #pragma once
 
 #include <algorithm>
@@ -149,7 +150,8 @@ inline std::string fmt_double(double v) {
 
 }  // namespace evaluation_internal
 
-// Only evaluation.cc includes this header, so the names above are brought in unqualified here.
+// Only the evaluation's own files include this header, so the names above are brought in
+// unqualified here.
 using namespace evaluation_internal;  // NOLINT(build/namespaces)
 
 class CandidateEvaluator::Impl {
@@ -275,6 +277,16 @@ class CandidateEvaluator::Impl {
   };
 
   std::vector<SetData> timing_buffers;  // host buffers of the last timing sets, kept for reuse
+
+  // The profile phase (evaluation_profile.cc): one more launch of the timed kernel on the
+  // timing inputs at `tensors` (one set's layout, still in the arena), profiled in the child;
+  // its values, class and note go into `r`. Never changes the outcome: a profile that cannot be
+  // taken leaves a note. The notice about missing counters is said once per evaluator: through
+  // `say` when the caller shows progress, else in the log.
+  void profile_phase(KernelHandle handle, const LaunchGeometry& geometry, const Shape& shape,
+                     const nlohmann::json& tensors, proto::EvaluationResult* r,
+                     const std::function<void(const std::string&)>& say, bool has_progress);
+  bool profile_notice_said = false;
 
   // `reuse` hands over the buffers of an earlier set of the same shape: large host vectors that
   // are allocated once per evaluator instead of page-faulted in again for every candidate.

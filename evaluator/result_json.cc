@@ -21,7 +21,9 @@ nlohmann::json result_to_json(const proto::EvaluationResult& r) {
             {"dropped_samples", r.timing.dropped_samples}}},
           {"metrics", r.metrics},
           {"log", r.log},
-          {"wall_ms", r.wall_ms}};
+          {"wall_ms", r.wall_ms},
+          {"bottleneck", r.bottleneck},
+          {"profile_note", r.profile_note}};
 }
 
 }  // namespace kiln::eval

@@ -40,6 +40,13 @@
 //     never inside one (it completes before time_launch records its start). Defaults: warmup 3,
 //     min_samples 10, max_samples 1000, max_ms 1000, target_noise_rel 0.005, flush_l2 true,
 //     rotate_contents false.
+//   {"op":"profile",<launch>,"tensors":[<tensor>,...],"poison":byte}
+//     -> {"ok":true,"values":{key:number,...},"notice":text}
+//     Places the tensors as "run" does ("after" optional), then Device::profile_launch: the
+//     kernel's resource use and, where CUPTI works, its hardware counters from one more launch
+//     that CUPTI replays (keys: evaluator/profile/metric_names.h). Nothing is copied back. A
+//     backend without a profiler answers a non-fatal UNIMPLEMENTED error; counters that cannot be
+//     read are not an error: "notice" says why they are missing.
 //   {"op":"exit"} -> {"ok":true}, then exit code 0. End of input also exits 0.
 // Ranges are checked against the arena; overlaps between them are the parent's business.
 //
@@ -206,6 +213,7 @@ class ChildServer {
   Result<json> do_unload(JsonFields& f);
   Result<json> do_run(JsonFields& f);
   Result<json> do_time(JsonFields& f);
+  Result<json> do_profile(JsonFields& f);
 
   // Passes `s` through, noting whether it makes the device unusable. In launch-related phases a
   // kInternal (what CudaDevice returns for sticky errors) is fatal too; kFailedPrecondition (a
@@ -274,6 +282,7 @@ Result<json> ChildServer::dispatch(const json& request) {
   if (op == "unload") return do_unload(f);
   if (op == "run") return do_run(f);
   if (op == "time") return do_time(f);
+  if (op == "profile") return do_profile(f);
   return invalid_argument("unknown op '" + op + "'");
 }
 
@@ -386,6 +395,23 @@ Result<json> ChildServer::do_run(JsonFields& f) {
   KILN_RETURN_IF_ERROR(device_status(device_.synchronize(), true));
   KILN_RETURN_IF_ERROR(copy_back(tensors, buffers));
   return json{{"ok", true}};
+}
+
+Result<json> ChildServer::do_profile(JsonFields& f) {
+  KILN_ASSIGN_OR_RETURN(LaunchFields launch, parse_launch(f));
+  const json* list = f.raw("tensors");
+  if (list == nullptr) return f.field_error("tensors", "missing (required)");
+  KILN_ASSIGN_OR_RETURN(auto tensors,
+                        parse_tensors(*list, "request 'profile'", "tensors", arena_, false));
+  KILN_RETURN_IF_ERROR(f.finish());
+  KILN_ASSIGN_OR_RETURN(auto buffers, place(tensors, launch.poison));
+  KILN_ASSIGN_OR_RETURN(auto args, kernel_args(launch, buffers));
+  auto profiled = device_.profile_launch(launch.handle, launch.geometry, args);
+  if (!profiled.is_ok()) {
+    if (profiled.status().code() == StatusCode::kUnimplemented) return profiled.status();
+    return device_status(profiled.status(), true);
+  }
+  return json{{"ok", true}, {"values", profiled->values}, {"notice", profiled->notice}};
 }
 
 Result<json> ChildServer::do_time(JsonFields& f) {

@@ -156,6 +156,11 @@ struct EvaluationResult {
   std::map<std::string, double> metrics;
   std::string log;  // compile log or crash reason
   double wall_ms = 0;
+  // When profiled (EvaluateTask.profile): the bottleneck class ("memory_far_from_peak", ...;
+  // evaluator/profile/bottleneck.h) and the numbers behind it, then "; notice: " and why counters
+  // are missing when they are. Empty when not profiled.
+  std::string bottleneck;
+  std::string profile_note;
   bool operator==(const EvaluationResult&) const = default;
 };
 

@@ -107,6 +107,8 @@ void fields(V& v, Is<EvaluationResult> auto& m) {
   v("metrics", m.metrics, kOptional);
   v("log", m.log, kOptional);
   v("wall_ms", m.wall_ms, kOptional);
+  v("bottleneck", m.bottleneck, kOptional);
+  v("profile_note", m.profile_note, kOptional);
 }
 
 template <class V>

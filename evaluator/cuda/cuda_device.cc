@@ -4,7 +4,11 @@
 
 #ifdef KILN_HAVE_CUDA
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
+
+#include "evaluator/profile/metric_names.h"
 
 namespace kiln::cuda {
 namespace {
@@ -30,6 +34,7 @@ CudaDevice::~CudaDevice() {
   if (!context_) return;
   // Destruction needs the context current; errors are expected (and ignored) once poisoned.
   KILN_CU(api_, cuCtxSetCurrent, context_.get()).ignore();
+  cupti_.reset();  // CUPTI's profiler state goes while the context it profiled still exists
   kernels_.clear();
   allocations_.clear();
   flush_buffer_.reset().ignore();
@@ -283,6 +288,84 @@ Result<KernelAttributes> CudaDevice::kernel_attributes(eval::KernelHandle kernel
   KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuFuncGetAttribute, &a.max_threads_per_block,
                                       CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, k->function));
   return a;
+}
+
+Result<eval::Device::LaunchProfile> CudaDevice::profile_launch(
+    eval::KernelHandle kernel, const eval::LaunchGeometry& geometry,
+    const std::vector<eval::KernelArg>& args) {
+  KILN_ASSIGN_OR_RETURN(KernelAttributes a, kernel_attributes(kernel));
+  KILN_ASSIGN_OR_RETURN(Kernel * k, find(kernel));
+  LaunchProfile out;
+  const double block_threads =
+      static_cast<double>(geometry.block[0]) * geometry.block[1] * geometry.block[2];
+  out.values[profile::kRegistersKey] = a.registers_per_thread;
+  out.values[profile::kLocalBytesKey] = a.local_bytes_per_thread;
+  out.values[profile::kStaticSharedKey] = a.static_shared_bytes;
+  out.values[profile::kDynamicSharedKey] = geometry.shared_bytes;
+  out.values[profile::kBlockThreadsKey] = block_threads;
+
+  std::string notice;
+  if (cupti_off_.empty() && cupti_ == nullptr) {
+    auto loaded = profile::CuptiProfiler::load();
+    if (loaded.is_ok()) cupti_ = std::move(loaded).value();
+    else cupti_off_ = loaded.status().message();
+  }
+  if (cupti_ != nullptr) {
+    std::vector<std::string> names;
+    for (const profile::CounterMetric& m : profile::kCounterMetrics) names.emplace_back(m.cupti_name);
+    auto launch = [&]() -> Status {
+      KILN_RETURN_IF_ERROR(enqueue_launch(*k, geometry, args));
+      return KILN_DEVICE_CU(cuCtxSynchronize);
+    };
+    KILN_RETURN_IF_ERROR(enter());
+    Result<profile::CounterReading> reading =
+        cupti_->measure(context_.get(), ordinal_, names, launch);
+    // A fault of the kernel itself poisons the device: that is the caller's error, not a notice.
+    KILN_RETURN_IF_ERROR(poison_);
+    if (reading.is_ok()) {
+      for (const auto& [name, value] : reading->values) {
+        if (const char* key = profile::key_of_cupti_metric(name)) out.values[key] = value;
+      }
+      if (!reading->unsupported.empty()) {
+        notice = "metrics this chip does not support:";
+        for (const auto& m : reading->unsupported) notice += " " + m;
+      }
+    } else {
+      notice = reading.status().message();
+      if (profile::is_permission_denied(reading.status()) ||
+          reading.status().code() == StatusCode::kUnimplemented) {
+        cupti_off_ = notice;  // will not change in this process: do not retry every candidate
+        cupti_.reset();
+      }
+    }
+  }
+  if (!cupti_off_.empty()) notice = cupti_off_;
+  if (cupti_ == nullptr) {
+    // No counters: the launch still runs once, so the function is opted into its shared size.
+    KILN_RETURN_IF_ERROR(enter());
+    KILN_RETURN_IF_ERROR(enqueue_launch(*k, geometry, args));
+    KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuCtxSynchronize));
+  }
+
+  // Theoretical occupancy: the resident warps the limits allow (registers, shared memory, block
+  // size) over the SM's warp slots. Asked after the launch, which opts the function into dynamic
+  // shared memory over 48 KB (the query fails for a size the function does not accept yet).
+  KILN_RETURN_IF_ERROR(enter());
+  int blocks = 0;
+  int threads_per_sm = 0;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks,
+                                      k->function, static_cast<int>(block_threads),
+                                      static_cast<size_t>(geometry.shared_bytes)));
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuDeviceGetAttribute, &threads_per_sm,
+                                      CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, device_));
+  out.values[profile::kBlocksPerSmKey] = blocks;
+  if (threads_per_sm > 0) {
+    const double warps_per_block = std::ceil(block_threads / 32.0);
+    out.values[profile::kTheoreticalOccupancyKey] =
+        std::min(100.0, 100.0 * blocks * warps_per_block / (threads_per_sm / 32.0));
+  }
+  out.notice = std::move(notice);
+  return out;
 }
 
 }  // namespace kiln::cuda

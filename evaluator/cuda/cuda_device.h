@@ -13,6 +13,7 @@
 
 #include "evaluator/backend.h"
 #include "evaluator/cuda/driver_api.h"
+#include "evaluator/profile/cupti_metrics.h"
 #include "shared/status.h"
 
 namespace kiln::cuda {
@@ -74,6 +75,14 @@ class CudaDevice final : public eval::Device {
 
   int sm_clock_mhz() override;  // through NVML; 0 when NVML is absent
 
+  // Function attributes, theoretical occupancy, then the launch once more under the CUPTI Range
+  // Profiler (kernel replay). CUPTI is loaded at the first call; when it is missing or counters
+  // are not permitted the notice says so (once for good: later calls do not retry) and only the
+  // attributes are returned.
+  Result<LaunchProfile> profile_launch(eval::KernelHandle kernel,
+                                       const eval::LaunchGeometry& geometry,
+                                       const std::vector<eval::KernelArg>& args) override;
+
   Result<KernelAttributes> kernel_attributes(eval::KernelHandle kernel);
   int l2_cache_bytes() const { return l2_cache_bytes_; }
   const std::string& pci_bus_id() const { return pci_bus_id_; }
@@ -120,6 +129,8 @@ class CudaDevice final : public eval::Device {
   std::unordered_map<eval::KernelHandle, Kernel> kernels_;
   eval::KernelHandle next_kernel_ = 1;
   std::unordered_map<CUdeviceptr, DeviceMemory> allocations_;
+  std::unique_ptr<profile::CuptiProfiler> cupti_;  // loaded at the first profile_launch
+  std::string cupti_off_;  // why counters are off for this process ("" while they may work)
 };
 
 }  // namespace kiln::cuda

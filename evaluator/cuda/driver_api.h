@@ -28,7 +28,7 @@ namespace kiln::cuda {
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy)     \
   X(cuStreamSynchronize)                                                                         \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                  \
-  X(cuEventDestroy)
+  X(cuEventDestroy) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 #define KILN_CUDA_DECLARE_FIELD(fn) decltype(&::fn) fn = nullptr;
 

@@ -55,7 +55,9 @@ std::vector<Envelope> sample_envelopes() {
       Timing{10.5, 0.25, 10.0, 200, 0.004, 1980.0, 3},
       {{"dram_pct", 91.5}, {"occupancy", -0.5}},
       "mismatch at index 7",
-      1234.5};
+      1234.5,
+      "memory_far_from_peak",
+      "DRAM 42% of peak, SM 12%"};
   Proposal proposal{"t-2",
                     "softmax_f16",
                     {{"src1", {{"BLOCK", "64"}}, "param_mutation", "c-1", "smaller blocks"},
@@ -177,6 +179,27 @@ TEST(ProtocolRoundTrip, ResultKeepsEveryNestedField) {
   EXPECT_EQ(got.metrics, want.metrics);
   EXPECT_EQ(got.log, want.log);
   EXPECT_EQ(got.wall_ms, 1234.5);
+  EXPECT_EQ(got.bottleneck, "memory_far_from_peak");
+  EXPECT_EQ(got.profile_note, "DRAM 42% of peak, SM 12%");
+}
+
+TEST(ProtocolCompatibility, ResultWithoutProfileFieldsDecodesWithThemEmpty) {
+  // A result from a peer that predates the profile fields: required keys only.
+  auto entries = plus(header("result"), {{"task_id", str("t")},
+                                         {"candidate_id", str("c")},
+                                         {"outcome", str("verified")}});
+  Result<Envelope> decoded = decode(pack(map_of(entries)));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  const auto& r = std::get<EvaluationResult>(decoded->body);
+  EXPECT_EQ(r.outcome, Outcome::kVerified);
+  EXPECT_TRUE(r.bottleneck.empty());
+  EXPECT_TRUE(r.profile_note.empty());
+
+  // And a mistyped profile field is named.
+  decoded = decode(pack(map_of(plus(entries, {{"bottleneck", uint(3)}}))));
+  ASSERT_FALSE(decoded.is_ok());
+  EXPECT_NE(decoded.status().message().find("bottleneck"), std::string::npos)
+      << decoded.status().message();
 }
 
 TEST(ProtocolRoundTrip, EveryOutcomeHasAWireName) {
