@@ -65,8 +65,9 @@ std::string default_inject_path() {
 
 // The library must load (its libcupti resolves) and export the entry point; CUDA would otherwise
 // skip it silently and the program would run unprofiled.
-Status check_inject_library(const std::string& path) {
+Status check_inject_library(const std::string& path, bool given) {
   std::error_code ec;
+  if (!fs::exists(path, ec) && given) return not_found("no injection library at " + path + " (--inject)");
   if (!fs::exists(path, ec)) {
     return not_found(
         "no injection library at " + path +
@@ -217,7 +218,7 @@ int run_profile(const ProfileArgs& a) {
   }
   const std::string inject = a.inject.empty() ? default_inject_path()
                                               : fs::absolute(a.inject).lexically_normal().string();
-  if (Status s = check_inject_library(inject); !s.is_ok()) return fail(s.message());
+  if (Status s = check_inject_library(inject, !a.inject.empty()); !s.is_ok()) return fail(s.message());
   Result<std::string> dir = make_trace_dir(a.keep_traces);
   if (!dir.is_ok()) return fail(dir.status().message());
   const bool temporary = a.keep_traces.empty();

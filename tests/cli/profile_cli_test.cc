@@ -90,7 +90,7 @@ TEST(ProfileCli, MissingInjectionLibrarySaysWhatToDo) {
             2)
       << out;
   EXPECT_NE(out.find("no injection library at /nonexistent/libkiln_inject.so"), std::string::npos) << out;
-  EXPECT_NE(out.find("--inject"), std::string::npos) << out;
+  EXPECT_NE(out.find("(--inject)"), std::string::npos) << out;
 }
 
 // Without a GPU (or for a program that uses none) nothing is recorded: kiln says so and returns
