@@ -13,6 +13,7 @@
 #include "cli/agent_cmd.h"
 #include "cli/daemon_cmd.h"
 #include "cli/eval_cmd.h"
+#include "cli/profile_cmd.h"
 #include "cli/run_cmd.h"
 #include "cli/status_cmd.h"
 #include "cli/targets_cmd.h"
@@ -77,6 +78,7 @@ int run_app(int argc, char** argv) {
   add_selftest_command(app, action);
   add_evaluator_command(app, action);
   add_agent_command(app, action);
+  add_profile_command(app, action);
 
   struct Planned {
     const char* name;
@@ -87,7 +89,6 @@ int run_app(int argc, char** argv) {
       {"export", "Write the best verified kernel of a target with its verification record",
        "step 4"},
       {"report", "Summarise a run: speedups, floors, search history", "step 4"},
-      {"profile", "Profile one candidate with CUPTI metrics", "step 5"},
   };
   for (const auto& p : kPlanned) {
     auto* sub = app.add_subcommand(p.name, p.help);

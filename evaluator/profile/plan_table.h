@@ -1,0 +1,19 @@
+// The text `kiln profile` prints for a plan: the top kernels, the target types, the totals.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "evaluator/profile/plan.h"
+
+namespace kiln::profile {
+
+// A kernel name cut to `width` columns for a table: "void " and the parameter list dropped, the
+// rest cut with "..." (the plan keeps the full name).
+std::string short_kernel_name(const std::string& name, size_t width);
+
+// The ranking: the `top` kernels by GPU time (kernel, calls, total ms, share %, target, gain at
+// plan.speedup), then one line per target type and one for the unmapped kernels, then the totals.
+std::string format_ranking(const Plan& plan, size_t top);
+
+}  // namespace kiln::profile
