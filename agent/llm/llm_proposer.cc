@@ -174,7 +174,8 @@ proto::Proposal LlmProposer::answer(const proto::ProposeTask& task, Clock::time_
   const std::map<std::string, std::string> base_params =
       space_params(*in.tmpl, repair ? repair->first.params : in.parent->params);
 
-  std::string reason;
+  std::string reason;    // why the task has no candidate yet (its error if it stays so)
+  std::string refusal;   // why the last reply was refused, for the next prompt
   for (uint32_t ask = 0; ask < config_.asks_per_task && out.candidates.size() < std::max<uint32_t>(task.count, 1);
        ++ask) {
     if (cancel.load()) {
@@ -194,7 +195,7 @@ proto::Proposal LlmProposer::answer(const proto::ProposeTask& task, Clock::time_
     }
     const size_t m = bandit_.pick();
     const ModelConfig& model = config_.models[m];
-    in.previous_rejection = reason;
+    in.previous_rejection = refusal;
     Result<ChatReply> reply = client_.complete(model, build_prompt(in), deadline, &cancel);
     charge(m, reply);
     if (!reply.is_ok()) {
@@ -206,7 +207,8 @@ proto::Proposal LlmProposer::answer(const proto::ProposeTask& task, Clock::time_
     }
     Result<ParsedReply> parsed = parse_reply(reply->text, *in.spec, task.backend, *in.tmpl, base_params);
     if (!parsed.is_ok()) {
-      reason = "reply refused: " + parsed.status().message();
+      refusal = parsed.status().message();
+      reason = "reply refused: " + refusal;
       spdlog::info("task {} ({}): {}", task.task_id, model.name, reason);
       bandit_.update(m, [](ModelStats& s) { ++s.rejected; });
       std::lock_guard<std::mutex> lock(mu_);
@@ -217,7 +219,8 @@ proto::Proposal LlmProposer::answer(const proto::ProposeTask& task, Clock::time_
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!seen_.insert(key).second) {
-        reason = "reply refused: the same kernel (up to whitespace and comments) as one already proposed or a parent";
+        refusal = "the same kernel (up to whitespace and comments) as one already proposed or a parent";
+        reason = "reply refused: " + refusal;
         bandit_.update(m, [](ModelStats& s) { ++s.duplicates; });
         ++rejections_["duplicate"];
         continue;

@@ -211,16 +211,15 @@ Result<ParsedReply> parse_reply(const std::string& text, const TargetSpec& spec,
   const Fence* code = nullptr;
   const Fence* json = nullptr;
   for (const Fence& f : blocks) {
-    if (f.lang == "json") {
+    // A bare fence holding the params object is the json block, not code.
+    const bool bare_json = f.lang.empty() && [&] {
+      nlohmann::json j = nlohmann::json::parse(f.body, nullptr, false);
+      return j.is_object() && j.contains("params");
+    }();
+    if (f.lang == "json" || bare_json) {
       json = &f;
     } else if (is_code_lang(f.lang) && !code) {
-      // A bare fence holding the params object is the json block, not code.
-      nlohmann::json j = f.lang.empty() ? nlohmann::json::parse(f.body, nullptr, false) : nlohmann::json();
-      if (j.is_object() && j.contains("params")) {
-        json = &f;
-      } else {
-        code = &f;
-      }
+      code = &f;
     }
   }
   if (!code) return invalid_argument("no fenced code block in the reply");
