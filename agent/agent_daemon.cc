@@ -1,14 +1,20 @@
-// Agent daemon: see agent_daemon.h. One thread: built-in proposals take microseconds, so each
-// task is answered as it arrives.
+// Agent daemon: see agent_daemon.h. The socket thread queues tasks for the worker threads and
+// sends the proposals they finish; it never waits on a proposer.
 #include "agent/agent_daemon.h"
 
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <mutex>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "agent/llm/llm_proposer.h"
 #include "shared/build_info.h"
 #include "shared/transport.h"
 
@@ -88,16 +94,76 @@ proto::Proposal BuiltinAgent::answer(const proto::ProposeTask& task) {
   return out;
 }
 
-Status run_agent_daemon(const AgentOptions& options_in, const std::atomic<bool>& stop) {
-  AgentOptions options = options_in;
-  if (options.proposer != "builtin") {
-    return invalid_argument("unknown proposer '" + options.proposer +
-                            "' (this build has: builtin; LLM proposers arrive with step 6)");
+namespace {
+
+// Tasks in, proposals out, between the socket thread and the proposer's worker threads.
+struct WorkQueue {
+  struct Item {
+    proto::ProposeTask task;
+    Clock::time_point received;
+  };
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Item> tasks;
+  std::deque<proto::Proposal> done;
+  bool quit = false;
+};
+
+void work(WorkQueue& q, TaskProposer& proposer, const std::atomic<bool>& cancel) {
+  for (;;) {
+    WorkQueue::Item item;
+    {
+      std::unique_lock<std::mutex> lock(q.mu);
+      q.cv.wait(lock, [&] { return q.quit || !q.tasks.empty(); });
+      if (q.quit) return;
+      item = std::move(q.tasks.front());
+      q.tasks.pop_front();
+    }
+    proto::Proposal p = proposer.answer(item.task, item.received, cancel);
+    std::lock_guard<std::mutex> lock(q.mu);
+    q.done.push_back(std::move(p));
   }
+}
+
+void write_stats(const std::string& path, const TaskProposer& proposer) {
+  if (path.empty()) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << proposer.stats().dump(2) << "\n";
+    if (!out) {
+      spdlog::warn("cannot write the proposer's statistics to {}", tmp);
+      return;
+    }
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+}  // namespace
+
+Status run_agent_daemon(const AgentOptions& options, const std::atomic<bool>& stop) {
+  if (options.proposer == "builtin") {
+    BuiltinAgent agent(options.targets_dir.empty() ? default_targets_dir() : options.targets_dir, options.seed);
+    return run_agent_daemon(options, agent, stop);
+  }
+  if (options.proposer == "llm") {
+    if (options.llm_config.empty()) return invalid_argument("the llm proposer needs a config file (--llm FILE)");
+    KILN_ASSIGN_OR_RETURN(llm::LlmConfig config, llm::load_llm_config(options.llm_config));
+    for (const llm::ModelConfig& m : config.models) {
+      // A missing key is refused now rather than on every task.
+      if (Result<std::string> key = llm::api_key(m); !key.is_ok()) return key.status();
+    }
+    llm::LlmProposer agent(std::move(config),
+                           options.targets_dir.empty() ? default_targets_dir() : options.targets_dir, options.seed);
+    return run_agent_daemon(options, agent, stop);
+  }
+  return invalid_argument("unknown proposer '" + options.proposer + "' (this build has: builtin, llm)");
+}
+
+Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, const std::atomic<bool>& stop) {
+  AgentOptions options = options_in;
   if (options.worker_id.empty()) options.worker_id = default_worker_id();
-  if (options.targets_dir.empty()) options.targets_dir = default_targets_dir();
   if (options.capacity == 0) return invalid_argument("capacity must be at least 1");
-  BuiltinAgent agent(options.targets_dir, options.seed);
 
   zmq::context_t context(1);
   net::SocketOptions so;
@@ -121,13 +187,34 @@ Status run_agent_daemon(const AgentOptions& options_in, const std::atomic<bool>&
     hello.capacity = options.capacity;
     hello.version = KILN_VERSION;
     send(hello);
-    send(proto::Credit{options.capacity});  // answers are immediate: nothing is held across
+    send(proto::Credit{options.capacity});
   };
+
+  WorkQueue queue;
+  std::atomic<bool> cancel{false};
+  std::vector<std::thread> workers;
+  for (uint32_t i = 0; i < std::max<uint32_t>(1, proposer.concurrency()); ++i) {
+    workers.emplace_back([&] { work(queue, proposer, cancel); });
+  }
   announce();
-  spdlog::info("agent {} ({} proposer) connected to {}", options.worker_id, options.proposer, options.connect);
+  spdlog::info("agent {} ({} proposer) connected to {}", options.worker_id, proposer.name(), options.connect);
   uint64_t answered = 0;
+  auto drain = [&] {
+    std::deque<proto::Proposal> done;
+    {
+      std::lock_guard<std::mutex> lock(queue.mu);
+      done.swap(queue.done);
+    }
+    for (proto::Proposal& p : done) {
+      if (!p.error.empty()) spdlog::info("task {} ({}): {}", p.task_id, p.target, p.error);
+      ++answered;
+      send(std::move(p));
+      send(proto::Credit{1});
+    }
+    if (!done.empty()) write_stats(options.stats_path, proposer);
+  };
   while (!stop.load()) {
-    Result<std::optional<std::string>> got = dealer.receive(100);
+    Result<std::optional<std::string>> got = dealer.receive(20);
     const auto now = Clock::now();
     if (!got.is_ok()) {
       spdlog::error("receive failed: {}", got.status().to_string());
@@ -141,11 +228,9 @@ Status run_agent_daemon(const AgentOptions& options_in, const std::atomic<bool>&
         send(proto::make_error_reply("", std::string(proto::error_code_for(env.status())),
                                      env.status().message()).body);
       } else if (auto* task = std::get_if<proto::ProposeTask>(&env->body)) {
-        proto::Proposal p = agent.answer(*task);
-        if (!p.error.empty()) spdlog::info("task {} ({}): {}", task->task_id, task->target, p.error);
-        ++answered;
-        send(std::move(p));
-        send(proto::Credit{1});
+        std::lock_guard<std::mutex> lock(queue.mu);
+        queue.tasks.push_back({std::move(*task), now});
+        queue.cv.notify_one();
       } else if (std::holds_alternative<proto::Bye>(env->body)) {
         spdlog::info("coordinator said bye: {} ({} proposals made)", std::get<proto::Bye>(env->body).reason,
                      answered);
@@ -157,6 +242,7 @@ Status run_agent_daemon(const AgentOptions& options_in, const std::atomic<bool>&
                                          "' messages").body);
       }
     }
+    drain();
     if (liveness.server_dead(now)) {
       auto delay = liveness.next_reconnect_delay();
       spdlog::warn("coordinator silent; reconnecting in {} ms", delay.count());
@@ -171,6 +257,15 @@ Status run_agent_daemon(const AgentOptions& options_in, const std::atomic<bool>&
       send(proto::Heartbeat{});
     }
   }
+  cancel.store(true);
+  {
+    std::lock_guard<std::mutex> lock(queue.mu);
+    queue.quit = true;
+  }
+  queue.cv.notify_all();
+  for (std::thread& t : workers) t.join();
+  write_stats(options.stats_path, proposer);
+  if (nlohmann::json st = proposer.stats(); !st.empty()) spdlog::info("{} proposer statistics: {}", proposer.name(), st.dump());
   send(proto::Bye{"agent stopping"});
   return Status::ok();
 }

@@ -1,5 +1,6 @@
-// `kiln agent --connect tcp://HOST:PORT --proposer builtin`: runs a proposal agent until SIGINT
-// or SIGTERM or until the coordinator says bye.
+// `kiln agent --connect tcp://HOST:PORT [--proposer builtin | --llm CONFIG]`: runs a proposal
+// agent until SIGINT or SIGTERM or until the coordinator says bye. `--llm CONFIG` selects the LLM
+// proposer (agent/llm/, docs/llm.md).
 #include "cli/agent_cmd.h"
 
 #include <signal.h>
@@ -18,6 +19,13 @@ std::atomic<bool> g_stop{false};  // reachable from the signal handler
 void on_signal(int) { g_stop.store(true); }
 
 int run_agent(agent::AgentOptions options, const std::string& backends) {
+  if (!options.llm_config.empty()) {
+    if (options.proposer != "builtin" && options.proposer != "llm") {
+      std::fprintf(stderr, "kiln agent: --llm goes with the llm proposer, not '%s'\n", options.proposer.c_str());
+      return 2;
+    }
+    options.proposer = "llm";
+  }
   std::stringstream list(backends);
   for (std::string b; std::getline(list, b, ',');) {
     if (b.empty()) continue;
@@ -51,11 +59,16 @@ void add_agent_command(CLI::App& app, std::function<int()>& action) {
       "endpoint is in <out>/endpoint), takes `propose` tasks (a target and its parents) and answers\n"
       "with new candidates. `--proposer builtin` makes template configurations with kiln's search\n"
       "operators (mutation in the playbook's tier order, crossover, variant switch); the coordinator\n"
-      "dedupes, evaluates and judges them. Agents add proposal capacity beside the coordinator's own\n"
+      "dedupes, evaluates and judges them. `--llm CONFIG` asks language models instead (OpenAI-compatible\n"
+      "or Anthropic APIs; docs/llm.md): rewrites of the parent guided by its profile, and repairs of\n"
+      "children that failed with their logs. Agents add proposal capacity beside the coordinator's own\n"
       "built-in proposer; several may connect. Stop with SIGINT/SIGTERM.");
   sub->add_option("--connect", o->connect, "Coordinator endpoint, e.g. tcp://10.0.0.5:5555")->required();
-  sub->add_option("--proposer", o->proposer, "Proposer: builtin (LLM proposers arrive with step 6)")
+  sub->add_option("--proposer", o->proposer, "Proposer: builtin or llm (llm needs --llm)")
       ->capture_default_str();
+  sub->add_option("--llm", o->llm_config,
+                  "LLM proposer config (JSON: models, endpoints, key variables, budget; see docs/llm.md)");
+  sub->add_option("--stats", o->stats_path, "Write the proposer's statistics (JSON) to this file after each task");
   sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in; must match the coordinator's)");
   sub->add_option("--backends", *backends, "Backends it proposes for, comma-separated (default: any)");
   sub->add_option("--capacity", o->capacity, "Propose tasks held at once")->capture_default_str();

@@ -97,7 +97,21 @@ struct ParentInfo {
   bool operator==(const ParentInfo&) const = default;
 };
 
+// A child an agent proposed that failed to compile or verify, handed back so that the agent can
+// repair it from its log. [required] candidate_id, source.
+struct FailedChild {
+  std::string candidate_id;
+  std::string parent_id;
+  std::string source;
+  std::map<std::string, std::string> params;
+  std::string outcome;  // outcome_name(), e.g. "compile_error", "wrong_answer"
+  std::string log;      // compile log or failing stage's detail; the sender may shorten it
+  bool operator==(const FailedChild&) const = default;
+};
+
 // Ask an agent for new candidates. [required] task_id, target, arch, backend.
+// `failed_children` (optional, added after version 1 shipped; older peers ignore it): children of
+// earlier proposals that failed, for repair. `failure_logs`: short summaries of recent failures.
 struct ProposeTask {
   static constexpr std::string_view kType = "propose";
   std::string task_id;
@@ -108,6 +122,7 @@ struct ProposeTask {
   std::vector<std::string> failure_logs;
   std::string operator_hint;
   uint32_t count = 1;  // proposals wanted
+  std::vector<FailedChild> failed_children;
   bool operator==(const ProposeTask&) const = default;
 };
 

@@ -65,6 +65,16 @@ void fields(V& v, Is<ParentInfo> auto& m) {
 }
 
 template <class V>
+void fields(V& v, Is<FailedChild> auto& m) {
+  v("candidate_id", m.candidate_id, kRequired);
+  v("parent_id", m.parent_id, kOptional);
+  v("source", m.source, kRequired);
+  v("params", m.params, kOptional);
+  v("outcome", m.outcome, kOptional);
+  v("log", m.log, kOptional);
+}
+
+template <class V>
 void fields(V& v, Is<ProposeTask> auto& m) {
   v("task_id", m.task_id, kRequired);
   v("target", m.target, kRequired);
@@ -74,6 +84,7 @@ void fields(V& v, Is<ProposeTask> auto& m) {
   v("failure_logs", m.failure_logs, kOptional);
   v("operator_hint", m.operator_hint, kOptional);
   v("count", m.count, kOptional);
+  v("failed_children", m.failed_children, kOptional);
 }
 
 template <class V>

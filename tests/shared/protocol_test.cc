@@ -45,7 +45,9 @@ std::vector<Envelope> sample_envelopes() {
                       {sample_parent(1), sample_parent(2)},
                       {"error: x undefined", "timeout"},
                       "memory_access",
-                      5};
+                      5,
+                      {FailedChild{"c-9", "cand-1", "__global__ void k() { x; }", {{"BLOCK", "64"}},
+                                   "compile_error", "error: identifier \"x\" is undefined"}}};
   EvaluationResult result{
       "t-1",
       "c-abc",
@@ -296,6 +298,32 @@ TEST(ProtocolErrors, WrongFieldTypeNamesTheField) {
   ASSERT_FALSE(decoded.is_ok());
   EXPECT_EQ(decoded.status().message(),
             "field 'parents[1].time_us' of 'propose': expected number, got string");
+}
+
+TEST(ProtocolCompatibility, ProposeTaskWithoutFailedChildrenDecodesAndAFailedChildNeedsItsSource) {
+  auto base = plus(header("propose"), {{"task_id", str("t")},
+                                       {"target", str("x")},
+                                       {"arch", str("a")},
+                                       {"backend", str("cpu")}});
+  Result<Envelope> decoded = decode(pack(map_of(base)));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  EXPECT_TRUE(std::get<ProposeTask>(decoded->body).failed_children.empty());
+
+  auto with_failed = plus(base, {{"failed_children",
+                                  array_of({map_of({{"candidate_id", str("c")},
+                                                    {"source", str("s")},
+                                                    {"log", str("error: x")}})})}});
+  decoded = decode(pack(map_of(with_failed)));
+  ASSERT_TRUE(decoded.is_ok()) << decoded.status().to_string();
+  ASSERT_EQ(std::get<ProposeTask>(decoded->body).failed_children.size(), 1u);
+  EXPECT_EQ(std::get<ProposeTask>(decoded->body).failed_children[0].log, "error: x");
+
+  auto no_source =
+      plus(base, {{"failed_children", array_of({map_of({{"candidate_id", str("c")}})})}});
+  decoded = decode(pack(map_of(no_source)));
+  ASSERT_FALSE(decoded.is_ok());
+  EXPECT_NE(decoded.status().message().find("failed_children[0].source"), std::string::npos)
+      << decoded.status().message();
 }
 
 TEST(ProtocolErrors, ErrorRepliesAndIds) {

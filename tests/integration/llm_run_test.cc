@@ -1,0 +1,154 @@
+// The LLM proposer in a whole run on the cpu backend: `kiln coordinator`, `kiln evaluator` and
+// `kiln agent --llm CONFIG` as processes, the model played by a scripted fake provider in this
+// test process (tests/support/fake_llm_server.h).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/fake_llm_server.h"
+#include "tests/support/test_env.h"
+
+namespace kiln {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+// reduce with a cpu template of ten configurations (as the KilnCoordinator test), so that
+// verified parents exist and the coordinator asks the agent for their children.
+std::string reduce_targets(const testing::TempDir& dir) {
+  const std::string targets = dir.path() + "/targets";
+  std::filesystem::create_directories(targets);
+  std::filesystem::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/reduce");
+  nlohmann::json spec = read_json(targets + "/reduce/target.json");
+  spec["backends"]["cpu"]["template"]["params"]["UNROLL"] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
+  std::ofstream(targets + "/reduce/target.json") << spec.dump(2);
+  return targets;
+}
+
+// Runs coordinator + evaluator + LLM agent until the coordinator finishes; returns the output.
+std::string run_farm(const testing::TempDir& dir, const std::string& targets, const std::string& llm_config,
+                     const std::string& out) {
+  const std::string kiln = testing::kiln_binary();
+  const std::string script =
+      "set -u\n" + kiln + " coordinator --bind 'tcp://127.0.0.1:*' --backend cpu --targets reduce" +
+      " --budget 240s --patience 8 --in-flight 2 --out " + out + " --targets-dir " + targets + " > " +
+      dir.path() + "/coord.log 2>&1 & coord=$!; " +
+      "for i in $(seq 1 300); do [ -s " + out + "/endpoint ] && break; sleep 0.1; done; " +
+      kiln + " agent --connect $(cat " + out + "/endpoint) --llm " + llm_config + " --stats " + dir.path() +
+      "/llm-stats.json --targets-dir " + targets + " > " + dir.path() + "/agent.log 2>&1 & ag=$!; " +
+      kiln + " evaluator --connect $(cat " + out + "/endpoint) --backend cpu --cache-dir " + dir.path() +
+      "/cache --targets-dir " + targets + " > " + dir.path() + "/eval.log 2>&1 & ev=$!; " +
+      "wait $coord; echo rc=$?; kill $ev $ag; wait $ev; wait $ag; echo agent_rc=$?; cat " + dir.path() +
+      "/coord.log " + dir.path() + "/agent.log";
+  std::string output;
+  testing::run_command("bash " + dir.write("farm.sh", script) + " 2>&1", &output);
+  return output;
+}
+
+TEST(KilnLlmAgent, RunFinishesOnTheBuiltinProposerWhenTheModelNeverAnswers) {
+  testing::FakeLlmServer server([](const testing::FakeHttpRequest&) { return testing::FakeHttpResponse::never(); });
+  ASSERT_TRUE(server.started());
+  testing::TempDir dir;
+  const std::string targets = reduce_targets(dir);
+  nlohmann::json config = {{"models", {{{"name", "silent"}, {"endpoint", server.url() + "/v1"}, {"model", "m"}}}},
+                           {"task_deadline_s", 2}, {"call_deadline_s", 2}, {"retries", 0}};
+  const std::string cfg = dir.write("llm.json", config.dump());
+  const std::string out = dir.path() + "/coord";
+  const std::string output = run_farm(dir, targets, cfg, out);
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  nlohmann::json summary = read_json(out + "/summary.json");
+  ASSERT_TRUE(summary.is_array() && summary.size() == 1) << output;
+  EXPECT_NE(summary[0]["state"].get<std::string>().find("converged"), std::string::npos) << summary.dump();
+  EXPECT_GT(summary[0]["evaluations"].get<int>(), 1) << summary.dump();
+  // The agent was asked, every ask failed at its deadline, and the search went on in-process.
+  nlohmann::json agents = read_json(out + "/agents.json");
+  ASSERT_TRUE(agents.is_object()) << output;
+  EXPECT_GT(agents["asked"].get<int>(), 0) << agents.dump() << "\n" << output;
+  EXPECT_GT(agents["failed"].get<int>(), 0) << agents.dump() << "\n" << output;
+  EXPECT_EQ(agents["children"].get<int>(), 0) << agents.dump();
+  EXPECT_GT(server.request_count(), 0u);
+  nlohmann::json stats = read_json(dir.path() + "/llm-stats.json");
+  ASSERT_TRUE(stats.is_object()) << output;
+  EXPECT_GT(stats["models"][0]["call_errors"].get<int>(), 0) << stats.dump();
+  EXPECT_NE(output.find("agent_rc=0"), std::string::npos) << output;
+}
+
+// reduce whose cpu template keeps two to three accumulators (PAD only multiplies the space), so a
+// kernel with sixteen independent accumulators is clearly faster than any parent.
+std::string slow_template_targets(const testing::TempDir& dir) {
+  const std::string targets = reduce_targets(dir);
+  nlohmann::json spec = read_json(targets + "/reduce/target.json");
+  spec["backends"]["cpu"]["template"]["params"] = {{"UNROLL", {2, 3}}, {"PAD", {0, 1, 2, 3, 4}}};
+  std::ofstream(targets + "/reduce/target.json") << spec.dump(2);
+  return targets;
+}
+
+const char* kSixteenAccumulators = R"(#include <cstdint>
+extern "C" void reduce(const T* x, T* y, int64_t M, int64_t N) {
+  for (int64_t r = 0; r < M; ++r) {
+    const T* xr = x + r * N;
+    float acc[16] = {};
+    int64_t c = 0;
+    for (; c + 16 <= N; c += 16) {
+      for (int k = 0; k < 16; ++k) acc[k] += float(xr[c + k]);
+    }
+    float s = 0.f;
+    for (int k = 0; k < 16; ++k) s += acc[k];
+    for (; c < N; ++c) s += float(xr[c]);
+    y[r] = T(s);
+  }
+}
+)";
+
+// The whole loop needs the coordinator to accept agents' own sources and to hand failed LLM
+// children back (agent/llm/engine-side.patch, coordinator/ is the lead's): enable these two with it.
+TEST(KilnLlmAgent, DISABLED_AScriptedModelsFasterKernelIsEvaluatedAndKept) {
+  testing::FakeLlmServer server([](const testing::FakeHttpRequest&) {
+    return testing::FakeHttpResponse::json(
+        200, testing::openai_reply(testing::kernel_reply(kSixteenAccumulators, "{\"UNROLL\": 2, \"PAD\": 0}")));
+  });
+  testing::TempDir dir;
+  const std::string targets = slow_template_targets(dir);
+  nlohmann::json config = {{"models", {{{"name", "scripted"}, {"endpoint", server.url() + "/v1"}, {"model", "m"}}}}};
+  const std::string out = dir.path() + "/coord";
+  const std::string output = run_farm(dir, targets, dir.write("llm.json", config.dump()), out);
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  nlohmann::json agents = read_json(out + "/agents.json");
+  EXPECT_GT(agents["children"].get<int>(), 0) << agents.dump() << "\n" << output;
+  nlohmann::json best = read_json(out + "/best/reduce.json");
+  ASSERT_TRUE(best.is_object()) << output;
+  EXPECT_NE(best["source"].get<std::string>().find("acc[16]"), std::string::npos) << best.dump();
+}
+
+TEST(KilnLlmAgent, DISABLED_ABrokenKernelIsRepairedFromItsLogAndKept) {
+  std::string broken = kSixteenAccumulators;
+  broken.replace(broken.find("float s = 0.f;"), 14, "float s = undeclared_name;");
+  testing::FakeLlmServer server([broken](const testing::FakeHttpRequest& req) {
+    const bool repair = req.body.find("## Repair") != std::string::npos &&
+                        req.body.find("undeclared_name") != std::string::npos;
+    const std::string& source = repair ? std::string(kSixteenAccumulators) : broken;
+    return testing::FakeHttpResponse::json(
+        200, testing::openai_reply(testing::kernel_reply(source, "{\"UNROLL\": 2, \"PAD\": 0}")));
+  });
+  testing::TempDir dir;
+  const std::string targets = slow_template_targets(dir);
+  nlohmann::json config = {{"models", {{{"name", "scripted"}, {"endpoint", server.url() + "/v1"}, {"model", "m"}}}}};
+  const std::string out = dir.path() + "/coord";
+  const std::string output = run_farm(dir, targets, dir.write("llm.json", config.dump()), out);
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  nlohmann::json stats = read_json(dir.path() + "/llm-stats.json");
+  EXPECT_GE(stats["models"][0]["repairs"].get<int>(), 1) << stats.dump() << "\n" << output;
+  nlohmann::json best = read_json(out + "/best/reduce.json");
+  ASSERT_TRUE(best.is_object()) << output;
+  EXPECT_NE(best["source"].get<std::string>().find("acc[16]"), std::string::npos) << best.dump();
+}
+
+}  // namespace
+}  // namespace kiln
