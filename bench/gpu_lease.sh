@@ -13,7 +13,9 @@
 #   setsid bench/gpu_lease.sh .carry/kiln-0.1.0-x86_64.tar.gz /tmp/lease > /dev/null 2>&1 &
 # Options (environment): LEASE_GROUPS ("a,b;c,d" target groups; empty: no bench), LEASE_RUN_TARGETS,
 # LEASE_RUN_BUDGET (default 6m), LEASE_SKIP_CHECK=1, LEASE_SKIP_NCU=1, LEASE_NCU_TARGETS (a,b: only
-# these under ncu), LEASE_NCU_PLAN (a file of "target params" lines, "seed" for the seed: profile
+# these under ncu), LEASE_PROFILE=1 (kiln eval --profile of rmsnorm/matmul seed and best, and
+# bench/profile_vs_torch.sh with LEASE_PROFILE_ARGS), LEASE_ABLATION=1 (a second kiln run without
+# profile guidance), LEASE_NCU_PLAN (a file of "target params" lines, "seed" for the seed: profile
 # these instead of the bench's best), LEASE_NCU_LAUNCHES (launches profiled per eval, default 160). Follow-up calls must check that OUTDIR exists: a machine left idle for 30 s is
 # given back, and the next call gets a fresh one without it.
 set -uo pipefail
@@ -105,6 +107,22 @@ EOF
     log "ncu $t: rc=$?"
   done < "$out/ncu-plan.txt"
 fi
+if [[ "${LEASE_PROFILE:-0}" == 1 ]]; then
+  # Step 5: CUPTI metrics, class and hints of the seed and best rmsnorm and matmul (kiln eval
+  # --profile), then `kiln profile` against torch.profiler on a small training step.
+  while read -r t params; do
+    if [[ "$params" == seed ]]; then what=(); else what=(--params "$params"); fi
+    log "profile $t $params"
+    timeout 240 "$kiln" eval "$t" "${what[@]}" --profile --json --cache-dir "$KILN_CACHE_DIR" \
+      > "$out/profile-$t-${params//[^A-Za-z0-9=]/_}.json" 2> "$out/profile-$t-${params//[^A-Za-z0-9=]/_}.log"
+    log "profile $t: rc=$?"
+  done < <(grep -E '^(rmsnorm|matmul) ' "$repo/bench/ncu_plan_h100.txt")
+  log "profile_vs_torch: start"
+  timeout 400 "$repo/bench/profile_vs_torch.sh" "$bundle" ${LEASE_PROFILE_ARGS:-} \
+    > "$out/profile_vs_torch.log" 2>&1
+  log "profile_vs_torch: rc=$? $(tail -1 "$out/profile_vs_torch.log")"
+fi
+
 run_targets=${LEASE_RUN_TARGETS-"rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy"}
 if [[ -n "$run_targets" ]]; then
   log "kiln run ($run_targets, budget ${LEASE_RUN_BUDGET:-6m}): start"
@@ -112,6 +130,16 @@ if [[ -n "$run_targets" ]]; then
     --out "$out/run" --cache-dir "$KILN_CACHE_DIR" > "$out/run.stdout" 2> "$out/run.stderr"
   log "kiln run: rc=$?"
   rm -f "$out"/run/redis/*.rdb 2>/dev/null
+  if [[ "${LEASE_ABLATION:-0}" == 1 ]]; then
+    # The same search without profile guidance (issue #6's ablation): its own cache of compiles
+    # and references is not shared, so neither run starts warm from the other.
+    log "kiln run --no-profile-guidance: start"
+    timeout 1200 "$kiln" run --targets "$run_targets" --budget "${LEASE_RUN_BUDGET:-6m}" --no-profile-guidance \
+      --out "$out/run-unguided" --cache-dir /tmp/kiln-lease-cache-unguided \
+      > "$out/run-unguided.stdout" 2> "$out/run-unguided.stderr"
+    log "kiln run --no-profile-guidance: rc=$?"
+    rm -f "$out"/run-unguided/redis/*.rdb 2>/dev/null
+  fi
 fi
 
 log "done"

@@ -39,6 +39,7 @@
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
 #include "evaluator/cuda/cuda_probe.h"
+#include "evaluator/profile/plan.h"
 #include "evaluator/result_json.h"
 #include "evaluator/toolchain.h"
 #include "shared/build_info.h"
@@ -78,6 +79,9 @@ struct RunArgs {
   // `kiln coordinator`: "auto" (a population per GPU model of the evaluators that connect),
   // "any" (one population fed by every evaluator), or a comma-separated list of models.
   std::string gpu_models = "auto";
+  std::string plan;                 // kiln profile's plan.json: target weights
+  std::string llm;                  // LLM agent config: started beside the built-in proposer
+  bool no_profile_guidance = false;
 };
 
 std::atomic<bool> g_stop{false};
@@ -452,6 +456,20 @@ int run_search(const RunArgs& args) {
   eo.limits.max_proposals_without_gain = patience;
   eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
   eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
+  eo.profile_guidance = !a.no_profile_guidance;
+  if (!a.plan.empty()) {
+    Result<profile::Plan> plan = profile::load_plan(a.plan);
+    if (!plan.is_ok()) return fail(plan.status().message());
+    eo.weights = profile::target_weights(*plan);
+    std::string used;
+    for (const auto& t : runnable) {
+      auto w = eo.weights.find(t.name);
+      used += (used.empty() ? "" : ", ") + t.name + " " +
+              (w == eo.weights.end() ? std::string("0%") : std::to_string(static_cast<int>(100 * w->second + 0.5)) + "%");
+    }
+    std::fprintf(stderr, "%s: weights from %s (share of the program's GPU time): %s\n", who, a.plan.c_str(),
+                 used.c_str());
+  }
   coordinator::Engine engine(runnable, **dispatcher, eo, &store);
   if (Status s = rec ? engine.resume() : engine.begin(); !s.is_ok()) {
     return fail((rec ? "cannot resume: " : "recording the run: ") + s.message());
@@ -487,6 +505,15 @@ int run_search(const RunArgs& args) {
     auto child = Child::spawn(argv, out + "/evaluator-" + std::to_string(i) + ".log");
     if (!child.is_ok()) return fail(child.status().message());
     evaluators.push_back(std::move(child).value());
+  }
+  std::unique_ptr<Child> llm_agent;
+  if (!a.llm.empty()) {  // an LLM proposal agent beside the built-in proposer (docs/llm.md)
+    std::vector<std::string> argv = {self, "agent", "--connect", (*dispatcher)->endpoint(), "--llm", a.llm,
+                                     "--targets-dir", root, "--stats", out + "/llm-stats.json"};
+    auto child = Child::spawn(argv, out + "/agent-llm.log");
+    if (!child.is_ok()) return fail(child.status().message());
+    llm_agent = std::move(child).value();
+    std::fprintf(stderr, "%s: LLM agent started with %s (log %s/agent-llm.log)\n", who, a.llm.c_str(), out.c_str());
   }
   {  // for operators and fault tests: which processes are this run's evaluators
     std::ofstream pids(out + "/evaluators.pid");
@@ -531,6 +558,41 @@ int run_search(const RunArgs& args) {
 
 }  // namespace
 
+namespace {
+
+// The options `kiln run` and `kiln coordinator` share, with the same meaning in both.
+void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a) {
+  sub->add_option("--targets", a->targets, "Comma-separated targets (default: all built-in)");
+  sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
+  sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
+  sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
+  sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
+  sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_option("--config", a->config,
+                  "Run configuration file (see configs/run.example.json): its targets, Redis and search\n"
+                  "section, for what the command line does not say")->check(CLI::ExistingFile);
+  sub->add_option("--plan", a->plan,
+                  "A plan from `kiln profile --out plan.json`: targets are weighted by their share of\n"
+                  "the profiled program's GPU time (Amdahl's law decides where evaluations go)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--llm", a->llm,
+                  "Also start an LLM proposal agent with this config (docs/llm.md) beside the built-in\n"
+                  "proposer; its log is <out>/agent-llm.log, its statistics <out>/llm-stats.json");
+  sub->add_flag("--no-profile-guidance", a->no_profile_guidance,
+                "Do not let a best's bottleneck class steer the built-in proposer (new bests are\n"
+                "still profiled); for comparing guided and unguided searches");
+}
+
+// Which options the command line named: a resume keeps the run's own for the others.
+void note_given(CLI::App* sub, RunArgs& a) {
+  for (const char* o : {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators"}) {
+    const CLI::Option* given = sub->get_option_no_throw(std::string("--") + o);
+    if (given && given->count() > 0) a.given.insert(o);
+  }
+}
+
+}  // namespace
+
 void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
   auto a = std::make_shared<RunArgs>();
   a->coordinator_mode = true;
@@ -542,33 +604,22 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
       "Redis (--redis for a shared one; else a private one in --out), runs the built-in proposer,\n"
       "and writes the same output folder as `kiln run`. The endpoint is also written to\n"
       "<out>/endpoint.");
+  add_common_search_options(sub, a);
   sub->add_option("--bind", a->bind, "ZeroMQ endpoint to bind (tcp://*:5555; port * picks a free one)")->capture_default_str();
   sub->add_option("--backend", a->backend, "Backend of the evaluators (cuda or cpu; default cuda)");
-  sub->add_option("--targets", a->targets, "Comma-separated targets (default: all built-in)");
-  sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
-  sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
   sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")->capture_default_str();
   sub->add_option("--gpu-models", a->gpu_models,
                   "auto: each GPU model that connects gets its own population of every target (times\n"
                   "of different GPUs never mix); any: one population fed by every evaluator; or a\n"
                   "comma-separated list of the models to search on (as `nvidia-smi -L` names them)")
       ->capture_default_str();
-  sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
-  sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
   sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");
   sub->add_option("--out", a->out, "Output folder")->capture_default_str();
-  sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
-  sub->add_option("--config", a->config,
-                  "Run configuration file (see configs/run.example.json): its targets, Redis and search\n"
-                  "section, for what the command line does not say")->check(CLI::ExistingFile);
   sub->add_flag("--resume", a->resume,
                 "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
                 "coordinator stopped; options not given keep the run's");
   sub->callback([&action, a, sub] {
-    for (const char* o : {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators"}) {
-      const CLI::Option* given = sub->get_option_no_throw(std::string("--") + o);
-      if (given && given->count() > 0) a->given.insert(o);
-    }
+    note_given(sub, *a);
     action = [a] { return run_search(*a); };
   });
 }
@@ -581,30 +632,19 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
       "one evaluator per GPU (or the cpu backend, with a notice, where there is none) and the\n"
       "built-in proposer. Shows progress per target; on finish or Ctrl-C prints a summary and\n"
       "writes the best kernel of each target and every result to --out.");
-  sub->add_option("--targets", a->targets, "Comma-separated targets (default: all built-in)");
+  add_common_search_options(sub, a);
   sub->add_option("--backend", a->backend, "cuda or cpu (default: cuda when a GPU is usable)");
   sub->add_option("--gpus", a->gpus, "Comma-separated GPU ordinals (default: every visible GPU)");
   sub->add_option("--evaluators", a->evaluators, "cpu backend: evaluator processes to start")->capture_default_str();
-  sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
-  sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
-  sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
-  sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
   sub->add_option("--redis", a->redis, "Use this Redis (redis://host:port or unix:///path) instead of a private one");
   sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
-  sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--cache-dir", a->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
-  sub->add_option("--config", a->config,
-                  "Run configuration file (see configs/run.example.json): its targets, Redis and search\n"
-                  "section, for what the command line does not say")->check(CLI::ExistingFile);
   sub->add_flag("--resume", a->resume,
                 "Continue the run in --out (or --redis) after a crash, a lost Redis or Ctrl-C: restarts\n"
                 "its Redis from the AOF, rebuilds the search and finishes it with the budget left;\n"
                 "results already in Redis are not evaluated again. Options not given keep the run's");
   sub->callback([&action, a, sub] {
-    for (const char* o : {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators"}) {
-      const CLI::Option* given = sub->get_option_no_throw(std::string("--") + o);
-      if (given && given->count() > 0) a->given.insert(o);
-    }
+    note_given(sub, *a);
     action = [a] { return run_search(*a); };
   });
 }

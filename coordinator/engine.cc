@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 
 #include <nlohmann/json.hpp>
 
@@ -188,6 +189,12 @@ struct Engine::TargetState {
   bool done = false;
   uint32_t in_flight = 0;
   uint32_t asking = 0;  // propose tasks at agents (counted in in_flight too)
+  // Agents' children that failed, handed back in the next propose task for repair (bounded), and
+  // one-line notes on recent failures of any child for the prompts.
+  std::deque<proto::FailedChild> failed_for_agents;
+  std::deque<std::string> failure_notes;
+  std::map<std::string, std::map<std::string, double>> metrics;  // by candidate id (profiles)
+  std::map<std::string, std::string> bottleneck;  // by candidate id: its profile's class
   uint32_t slots = 1;  // evaluations it may have queued or running (allocate_slots below)
   uint32_t next_island = 0;
   std::vector<std::string> submitted;  // candidate ids sent for evaluation, in order
@@ -418,6 +425,8 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
   task.source = source;
   task.params = params;
   task.dtypes = {std::string(dtype_name(st.dtype))};
+  // A new best is profiled at its re-time: its bottleneck class guides the children it gets.
+  task.profile = p.kind == Pending::Kind::kRetime && options_.profile_new_bests;
   p.target = t;
   p.source = source;
   if (store_) {
@@ -517,9 +526,15 @@ Status Engine::top_up(size_t t) {
         ask_agent(t, *parent, second, static_cast<uint32_t>(island));
         continue;
       }
-      agent::Proposal p = st.proposer->propose(parent->params, second ? &second->params : nullptr, seen, rng_);
+      const auto bn = st.bottleneck.find(parent->id);
+      const std::string guide = options_.profile_guidance && bn != st.bottleneck.end() ? bn->second : "";
+      agent::Proposal p = st.proposer->propose_guided(parent->params, second ? &second->params : nullptr,
+                                                      guide, seen, rng_);
       child = p.params;
+      // The operator as recorded with the child (kiln:cand:{id} "operator"): with the class that
+      // steered it when the parent's profile did.
       op = p.operator_name;
+      if (!guide.empty() && p.description.find("guided by") != std::string::npos) op += " guided by " + guide;
       if (child.empty()) spdlog::info("{}: {}", st.spec.name, p.reason);
     }
     if (child.empty()) {
@@ -556,13 +571,20 @@ void Engine::ask_agent(size_t t, const Individual& parent, const Individual* sec
     if (!ind) continue;
     proto::ParentInfo info;
     info.candidate_id = ind->id;
-    info.source = tmpl.source;
+    auto src = st.sources.find(ind->id);  // an agent's child has a source of its own
+    info.source = src != st.sources.end() ? src->second : tmpl.source;
     info.params = ind->params;
     info.time_us = ind->median_us;
+    if (auto b = st.bottleneck.find(ind->id); b != st.bottleneck.end()) info.bottleneck = b->second;
+    if (auto m = st.metrics.find(ind->id); m != st.metrics.end()) info.metrics = m->second;
     task.parents.push_back(std::move(info));
   }
   task.count = 1;
+  task.operator_hint = st.proposer ? st.proposer->tier_name(st.proposer->current_tier()) : "";
+  task.failure_logs.assign(st.failure_notes.begin(), st.failure_notes.end());
+  task.failed_children.assign(st.failed_for_agents.begin(), st.failed_for_agents.end());
   if (!dispatcher_->submit_proposal(task)) return;
+  st.failed_for_agents.clear();  // handed over once
   asked_[task.task_id] = {t, parent, island};
   ++st.asking;
   ++st.in_flight;
@@ -587,9 +609,10 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
   if (st.done) return Status::ok();
   const KernelSpec& tmpl = *st.backend->tunable;
   for (const proto::ProposedCandidate& c : proposal.candidates) {
-    // Until LLM proposers (step 6) bring sources of their own, a candidate must be a valid
-    // configuration of this target's template.
-    bool in_space = c.source == tmpl.source;
+    // A candidate keeps the template's contract: every template parameter set and nothing else
+    // (the evaluator then uses the template's entry point and launch geometry) and the constraints
+    // hold. Its source is the template's (built-in agents) or its own (LLM agents).
+    bool in_space = c.params.size() == tmpl.space.size() && c.source.size() <= (256u << 10) && !c.source.empty();
     for (const auto& [name, values] : tmpl.space) in_space = in_space && c.params.count(name) > 0;
     Result<bool> valid = in_space ? eval::satisfies_constraints(tmpl, st.bench, st.dtype, c.params) : Result<bool>(false);
     if (!valid.is_ok() || !*valid) {
@@ -597,13 +620,14 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
       spdlog::info("{}: agent candidate rejected: not a valid configuration of the template", st.spec.name);
       continue;
     }
-    const std::string id = candidate_id(st.spec.spec_hash, id_backend(st), tmpl.source, c.params,
+    const std::string id = candidate_id(st.spec.spec_hash, id_backend(st), c.source, c.params,
                                         options_.toolchain);
     if (st.seen.contains(id)) {
       ++agent_stats_.duplicates;
       continue;
     }
     st.seen.insert(id);
+    if (c.source != tmpl.source) st.sources[id] = c.source;
     Status counted = st.population.record_proposal(asked.island, asked.parent.id);
     (void)counted;  // a parent dropped since still counts towards convergence
     Pending p;
@@ -616,7 +640,7 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
     p.child.generation = asked.parent.generation + 1;
     p.child.island = asked.island;
     ++agent_stats_.children;
-    KILN_RETURN_IF_ERROR(submit(asked.target, std::move(p), tmpl.source, c.params, id));
+    KILN_RETURN_IF_ERROR(submit(asked.target, std::move(p), c.source, c.params, id));
   }
   return Status::ok();
 }
@@ -633,6 +657,10 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
   if (!ok) ++st.report.failures;
   if (auto f = r.metrics.find("fraction_of_floor"); f != r.metrics.end()) {
     st.fraction_of_floor[r.candidate_id] = f->second;
+  }
+  if (!r.bottleneck.empty()) {
+    st.bottleneck[r.candidate_id] = r.bottleneck;
+    st.metrics[r.candidate_id] = r.metrics;  // with the prof.* counters behind the class
   }
   auto crown = [&](const Individual& best) {
     st.report.best_us = best.median_us;
@@ -656,6 +684,7 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
     step.candidate = r.candidate_id;
     step.candidate_fields = {{"status", decision}, {"median_us", num(r.timing.median_us)},
                              {"arch", r.arch}};
+    if (!r.bottleneck.empty()) step.candidate_fields.emplace_back("bottleneck", r.bottleneck);
     step.target = st.key;
     step.target_fields = {{"spec_hash", st.spec.spec_hash}, {"best_id", st.report.best_id},
                           {"best_us", num(st.report.best_us)}};
@@ -691,7 +720,23 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
     }
     case Pending::Kind::kChild: {
       if (st.proposer) st.proposer->report(p.child.params, false);
-      if (!ok) return logged("failed", proto::outcome_name(r.outcome), false);
+      if (!r.metrics.empty()) st.metrics[p.child.id] = r.metrics;
+      if (!ok) {
+        std::string detail = r.log;
+        for (const proto::StageReport& s : r.stages) {
+          if (!s.passed) detail += (detail.empty() ? "" : "\n") + s.name + ": " + s.detail;
+        }
+        if (detail.size() > 8000) detail = detail.substr(0, 4000) + "\n...\n" + detail.substr(detail.size() - 4000);
+        st.failure_notes.push_back(p.child.op + ": " + proto::outcome_name(r.outcome) + ": " +
+                                   detail.substr(0, detail.find('\n')).substr(0, 200));
+        while (st.failure_notes.size() > 4) st.failure_notes.pop_front();
+        if (p.child.op.rfind("agent llm", 0) == 0) {  // LLM children go back for repair
+          st.failed_for_agents.push_back({p.child.id, p.child.parent_id, p.source, p.child.params,
+                                          proto::outcome_name(r.outcome), detail});
+          while (st.failed_for_agents.size() > 4) st.failed_for_agents.pop_front();
+        }
+        return logged("failed", proto::outcome_name(r.outcome), false);
+      }
       p.child.median_us = r.timing.median_us;
       p.child.noise_rel = r.timing.noise_rel;
       Result<Decision> d = st.population.offer_child(p.parent, p.child);
@@ -793,8 +838,9 @@ Status Engine::replay_submit(const Entry& e) {
       p.child = subject;
       break;
     case Pending::Kind::kChild: {
-      // The same changes top_up() made when it proposed this child.
+      // The same changes top_up() / on_proposal() made when this child was proposed.
       st.seen.insert(id);
+      if (st.backend && st.backend->tunable && source != st.backend->tunable->source) st.sources[id] = source;
       (void)st.population.record_proposal(subject.island, subject.parent_id);
       const Individual* parent = subject.island < st.population.islands().size()
                                      ? st.population.island(subject.island).find(subject.parent_id)
@@ -940,7 +986,9 @@ Status Engine::resume() {
     Pending q;
     q.kind = Pending::Kind::kRetime;
     q.parent = *crown;
-    KILN_RETURN_IF_ERROR(submit(t, std::move(q), st.backend->tunable->source, crown->params, crown->id));
+    auto own = st.sources.find(crown->id);  // an agent's child has a source of its own
+    const std::string& source = own != st.sources.end() ? own->second : st.backend->tunable->source;
+    KILN_RETURN_IF_ERROR(submit(t, std::move(q), source, crown->params, crown->id));
     ++retimes;
   }
   spdlog::info("resumed run {} ({} steps replayed, {:.0f} s already spent): {} result(s) folded in, "

@@ -58,6 +58,10 @@ struct EngineOptions {
   // Proposal agents (`kiln agent`): while any is connected, up to this many of a target's
   // children at a time are asked of an agent instead of the in-process proposer (0: never ask).
   uint32_t agent_asks_per_target = 1;
+  // Profiling (step 5): a new best is profiled when it is re-timed, and its bottleneck class
+  // steers the built-in proposer's mutations of it (profile_guidance; off for the ablation).
+  bool profile_new_bests = true;
+  bool profile_guidance = true;
 };
 
 // What agents contributed, for the summary and tests.

@@ -151,6 +151,7 @@ TEST_F(DispatcherTest, ATaskNamingAGpuModelGoesOnlyToAnEvaluatorOfThatModel) {
   alive_ = {&h100, &h200};
   h100.send(proto::Credit{4});
   h200.send(proto::Credit{4});
+  ASSERT_TRUE(run_until([&] { return dispatcher_->evaluator_gpu_models("cuda").size() == 2; }));
   proto::EvaluateTask for_h200 = task("on-h200", "cuda");
   for_h200.gpu_model = "NVIDIA H200";
   proto::EvaluateTask any = task("anywhere", "cuda");

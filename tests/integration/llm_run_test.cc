@@ -109,7 +109,7 @@ extern "C" void reduce(const T* x, T* y, int64_t M, int64_t N) {
 
 // The whole loop needs the coordinator to accept agents' own sources and to hand failed LLM
 // children back (agent/llm/engine-side.patch, coordinator/ is the lead's): enable these two with it.
-TEST(KilnLlmAgent, DISABLED_AScriptedModelsFasterKernelIsEvaluatedAndKept) {
+TEST(KilnLlmAgent, AScriptedModelsFasterKernelIsEvaluatedAndKept) {
   testing::FakeLlmServer server([](const testing::FakeHttpRequest&) {
     return testing::FakeHttpResponse::json(
         200, testing::openai_reply(testing::kernel_reply(kSixteenAccumulators, "{\"UNROLL\": 2, \"PAD\": 0}")));
@@ -127,7 +127,7 @@ TEST(KilnLlmAgent, DISABLED_AScriptedModelsFasterKernelIsEvaluatedAndKept) {
   EXPECT_NE(best["source"].get<std::string>().find("acc[16]"), std::string::npos) << best.dump();
 }
 
-TEST(KilnLlmAgent, DISABLED_ABrokenKernelIsRepairedFromItsLogAndKept) {
+TEST(KilnLlmAgent, ABrokenKernelIsRepairedFromItsLogAndKept) {
   std::string broken = kSixteenAccumulators;
   broken.replace(broken.find("float s = 0.f;"), 14, "float s = undeclared_name;");
   testing::FakeLlmServer server([broken](const testing::FakeHttpRequest& req) {
