@@ -217,8 +217,21 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
   }
   auto worker = workers_.find(peer);
   if (auto* hello = std::get_if<proto::Hello>(&env->body)) {
-    // A worker that reconnects announces itself again: what it held before is in flight under
-    // its old connection's leases, which expire and requeue if it never answers.
+    // A worker that reconnects announces itself again from a new connection (it gave up on us:
+    // a coordinator that was busy too long, a network blip). What it held under the old
+    // connection goes back to the queue now rather than when its leases expire (minutes); if it
+    // still answers one of them, whichever answer comes first is merged.
+    if (!hello->worker_id.empty()) {
+      std::vector<std::string> old;
+      for (const auto& [p, w] : workers_) {
+        if (p != peer && w.hello.worker_id == hello->worker_id) old.push_back(p);
+      }
+      for (const std::string& p : old) {
+        lose_worker_tasks(p, "worker " + hello->worker_id + " reconnected", false);
+        workers_.erase(p);
+        peers_.remove(p);
+      }
+    }
     Worker& w = workers_[peer];
     w.hello = *hello;
     w.credits = 0;

@@ -198,6 +198,9 @@ struct Engine::TargetState {
   uint32_t slots = 1;  // evaluations it may have queued or running (allocate_slots below)
   uint32_t next_island = 0;
   std::vector<std::string> submitted;  // candidate ids sent for evaluation, in order
+  // Every configuration of the template that meets its constraints at the benchmark shape, in
+  // the space's order (the seed's children are drawn from it), shared by the target's units.
+  std::shared_ptr<const std::vector<Params>> configs;
   std::string seed_id;                 // the baseline's candidate id, once verified
 
   // The physical floor at the benchmark shape, from the best's measured fraction of it; 0 when
@@ -220,6 +223,21 @@ Engine::Engine(std::vector<TargetSpec> targets, Dispatcher& dispatcher, EngineOp
       specs_(std::move(targets)),
       rng_(options_.seed),
       store_(store) {
+  // Enumerating a template's space evaluates its constraints for every combination (reduce's has
+  // 10,800): done once here, before any worker connects, never inside the loop that must keep
+  // heartbeating (a loop stalled for seconds makes evaluators give up on the coordinator).
+  for (const TargetSpec& spec : specs_) {
+    auto configs = std::make_shared<std::vector<Params>>();
+    const BackendSpec* b = spec.backend(options_.backend);
+    if (b && b->tunable) {
+      const Shape bench = spec.benchmark_for(options_.backend);
+      eval::for_each_config(*b->tunable, bench, b->dtypes.front(), [&](const Params& p) {
+        configs->push_back(p);
+        return true;
+      });
+    }
+    configs_[spec.name] = std::move(configs);
+  }
   for (const std::string& model : options_.gpu_models) add_gpu_model(model);
 }
 
@@ -233,6 +251,7 @@ bool Engine::add_gpu_model(const std::string& model) {
     st->dtype = st->backend ? st->backend->dtypes.front() : DType::kF32;
     st->report.target = st->spec.name;
     st->report.gpu_model = model;
+    st->configs = configs_[spec.name];
     if (!st->backend) {
       st->report.state = "failed: no kernels for the " + options_.backend + " backend";
       st->done = true;
@@ -509,10 +528,10 @@ Status Engine::top_up(size_t t) {
       // The seed is another kernel: its children are template configurations, the first in the
       // space's order, then random ones.
       std::vector<Params> fresh;
-      eval::for_each_config(tmpl, st.bench, st.dtype, [&](const Params& p) {
+      for (const Params& p : *st.configs) {
         if (!seen(p)) fresh.push_back(p);
-        return fresh.size() < 64;
-      });
+        if (fresh.size() >= 64) break;
+      }
       if (!fresh.empty()) {
         child = st.seen.size() == 1 ? fresh.front() : fresh[rng_() % fresh.size()];
         op = "template";
@@ -1078,8 +1097,10 @@ Status Engine::run(const std::atomic<bool>& stop,
         cs.floor_us = st.floor_us();
         cs.elapsed_s = elapsed;
         std::optional<std::string> why = convergence_reason(options_.limits, cs);
-        if (!why && st.exhausted && st.in_flight == 0) why = "converged: every configuration near the parents was evaluated";
+        // The budget first: a target that stopped proposing because the budget was spent (exhausted
+        // is set below while its last tasks finish) did not run out of configurations.
         if (!why && budget_spent) why = "stopped: time budget spent";
+        if (!why && st.exhausted && st.in_flight == 0) why = "converged: every configuration near the parents was evaluated";
         if (why && st.in_flight == 0) {
           KILN_RETURN_IF_ERROR(mark_done(t, *why));
         } else if (why) {

@@ -182,6 +182,30 @@ TEST_F(DispatcherTest, AResultWhoseArchCannotBeAKeyIsStoredUnderASafeName) {
   EXPECT_TRUE(store_->get_result("odd", "sm_90a/NVIDIA_H100_80GB___HBM3_")->has_value());
 }
 
+TEST_F(DispatcherTest, AWorkerThatReconnectsGetsItsTasksBackAtOnceNotWhenTheLeaseExpires) {
+  FakeWorker first(ctx_, dispatcher_->endpoint(), "w1", {"cpu"});
+  first.send(proto::Credit{1});
+  dispatcher_->submit(task("held"));
+  auto t = receive_task(first);
+  ASSERT_TRUE(t.has_value());
+  // The same worker from a new connection (it thought the coordinator silent): the task it held
+  // is handed out again at once (the lease is minutes away).
+  FakeWorker again(ctx_, dispatcher_->endpoint(), "w1", {"cpu"});
+  alive_ = {&again};
+  again.send(proto::Credit{1});
+  auto t2 = receive_task(again);
+  ASSERT_TRUE(t2.has_value());
+  EXPECT_EQ(t2->candidate_id, "held");
+  EXPECT_EQ(dispatcher_->workers(), 1u);
+  EXPECT_EQ(dispatcher_->stats().requeued, 1u);
+  // Either answer is merged once; the other is a duplicate.
+  again.send(again.answer(*t2));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+  first.send(first.answer(*t));
+  ASSERT_TRUE(run_until([&] { return dispatcher_->stats().duplicates == 1; }));
+  EXPECT_EQ(results_.size(), 1u);
+}
+
 TEST_F(DispatcherTest, MalformedMessagesGetAnErrorAndTheLoopGoesOn) {
   FakeWorker w(ctx_, dispatcher_->endpoint(), "w1");
   w.send_raw("this is not msgpack");

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "evaluator/cuda/cuda_probe.h"
+#include "tests/support/cheat_cases.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
@@ -32,10 +33,12 @@ class ProfileGpu : public ::testing::Test {
     static testing::TempDir cache;  // ceilings are measured once for the whole suite
     testing::TempDir dir;
     const std::string out = dir.file("result.json");
-    const std::string cmd = testing::kiln_binary() + " eval " + args +
+    // In a subshell: run_command sends the command's stderr to its own capture, which must not
+    // override these redirections (the JSON alone goes to `out`).
+    const std::string cmd = "(" + testing::kiln_binary() + " eval " + args +
                             " --backend cuda --profile --json --cache-dir " + cache.path() +
-                            " --targets-dir " + std::string(KILN_SOURCE_DIR) + "/targets > " + out +
-                            " 2> " + dir.file("progress.txt");
+                            " --targets-dir " + testing::source_root() + "/targets > " + out +
+                            " 2> " + dir.file("progress.txt") + ")";
     std::string ignored;
     const int rc = testing::run_command(cmd, &ignored);
     std::ifstream in(out);
