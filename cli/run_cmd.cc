@@ -298,8 +298,12 @@ int run_search(const RunArgs& args) {
     }
     if (a.targets_dir.empty()) a.targets_dir = cfg->targets_dir;
     if (a.redis.empty()) a.redis = cfg->redis.url;
-    if (from_file("islands")) a.islands = cfg->search.islands;
-    if (from_file("patience")) a.patience = cfg->search.max_proposals_without_gain;
+    // Only what the file names: on a resume, a key it leaves out keeps the run's value.
+    const std::set<std::string>& named = cfg->search.named;
+    if (named.count("islands") && from_file("islands")) a.islands = cfg->search.islands;
+    if (named.count("max_proposals_without_gain") && from_file("patience")) {
+      a.patience = cfg->search.max_proposals_without_gain;
+    }
     if (cfg->search.time_budget_s > 0 && from_file("budget")) a.budget = std::to_string(cfg->search.time_budget_s) + "s";
   }
   Result<std::chrono::seconds> budget = parse_duration(a.budget);

@@ -48,6 +48,11 @@ Status read_evaluator(JsonFields& f, EvaluatorConfig* c) {
 }
 
 Status read_search(JsonFields& f, SearchConfig* c) {
+  for (const char* key : {"islands", "population", "max_proposals_without_gain", "min_gain_rel",
+                          "time_budget_s", "rank_alpha", "children_beta", "migration_interval",
+                          "floor_fraction", "speedup_target"}) {
+    if (f.has(key)) c->named.insert(key);
+  }
   KILN_RETURN_IF_ERROR(f.get("islands", &c->islands));
   KILN_RETURN_IF_ERROR(f.get("population", &c->population));
   KILN_RETURN_IF_ERROR(f.get("max_proposals_without_gain", &c->max_proposals_without_gain));

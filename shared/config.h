@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct SearchConfig {
   uint32_t migration_interval = 16;            // accepted children between migrations (0: never)
   double floor_fraction = 0;                   // convergence: best reaches this fraction of the floor (0: off)
   double speedup_target = 0;                   // convergence: seed / best reaches this (0: off)
+  // The keys the file named (the others hold the defaults above): a resume keeps the run's own
+  // value of what a file does not say.
+  std::set<std::string> named;
 };
 
 struct KilnConfig {

@@ -137,6 +137,24 @@ TEST(KilnRun, TakesTargetsAndConvergenceLimitsFromItsConfigFile) {
       << summary.dump();
 }
 
+// A resume with a config file that does not name islands or patience keeps the run's own: a run
+// of three islands resumed with a config that sets only a convergence limit is the same run, not
+// one of the file's default two islands (which the resume would refuse).
+TEST(KilnRun, AResumeWithAConfigKeepsWhatTheFileDoesNotName) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  const std::string common = " --backend cpu --out " + out + " --cache-dir " + dir.path() +
+                             "/cache --targets-dir " KILN_SOURCE_DIR "/targets 2>&1";
+  std::string output;
+  ASSERT_EQ(testing::run_command(testing::kiln_binary() + " run --targets reduce --islands 3 --patience 4 --budget 60s" +
+                                     common, &output), 0) << output;
+  const std::string cfg = dir.write("limits.json", R"({"search": {"floor_fraction": 0.5}})");
+  const int rc = testing::run_command(testing::kiln_binary() + " run --resume --config " + cfg + common, &output);
+  EXPECT_EQ(rc, 0) << output;
+  EXPECT_EQ(output.find("island"), std::string::npos) << output;
+  EXPECT_NE(output.find("already finished"), std::string::npos) << output;
+}
+
 // A farm in miniature: the coordinator, and an evaluator and a proposal agent (`kiln agent
 // --proposer builtin`) that connect to it from outside as separate processes.
 TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorAndAnAgentThatConnectFromOutside) {

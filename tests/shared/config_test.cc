@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "shared/json_fields.h"
 #include "tests/support/test_env.h"
 
@@ -71,6 +73,17 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfigCase{R"([1, 2])", "top level: expected an object"},
         BadConfigCase{R"({"coordinator": {"http_port": 70000}})", "below 65536"},
         BadConfigCase{R"({"redis": {"url": )", "not valid JSON"}));
+
+TEST(Config, SearchRemembersWhichKeysTheFileNamed) {
+  // A resume with a config keeps the run's own islands and patience unless the file names them.
+  Result<KilnConfig> c = parse_config(R"({"search": {"islands": 4, "floor_fraction": 0.9}})", "run.json");
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_EQ(c->search.named, (std::set<std::string>{"islands", "floor_fraction"}));
+  EXPECT_EQ(c->search.max_proposals_without_gain, 64u);  // the default, not named
+  Result<KilnConfig> none = parse_config("{}", "run.json");
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_TRUE(none->search.named.empty());
+}
 
 TEST(Config, UnknownKeyErrorListsTheKnownKeys) {
   Result<KilnConfig> c = parse_config(R"({"log": {"levle": "debug"}})", "a.json");
