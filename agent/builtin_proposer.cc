@@ -521,6 +521,12 @@ Proposal BuiltinProposer::propose_guided(const Params& parent, const Params* sec
   return p;
 }
 
+void BuiltinProposer::replay_proposal(const Params& child, const std::string& operator_name) {
+  if (operator_name.rfind("mutate", 0) != 0) return;  // as finish(): only mutations count
+  if (pending_.size() >= 65536) pending_.clear();
+  pending_[child] = Pending{tier_epoch_};
+}
+
 void BuiltinProposer::report(const Params& child, bool accepted) {
   auto it = pending_.find(child);
   if (it == pending_.end()) return;

@@ -147,6 +147,12 @@ class BuiltinProposer {
   // proposer did not propose are ignored.
   void report(const Params& child, bool accepted);
 
+  // Rebuilding after a coordinator restart: `child` was proposed by operator `operator_name`
+  // ("mutate ...", "crossover", ...) at this point of the search log. Makes the same note a live
+  // proposal made, so replaying the log's proposals and reports brings the tier progression
+  // back to where it was.
+  void replay_proposal(const Params& child, const std::string& operator_name);
+
   // Whether `params` (merged over the template's defines) satisfies the constraints. Cached.
   bool valid(const Params& params);
 

@@ -860,6 +860,8 @@ Status Engine::replay_submit(const Entry& e) {
       // The same changes top_up() / on_proposal() made when this child was proposed.
       st.seen.insert(id);
       if (st.backend && st.backend->tunable && source != st.backend->tunable->source) st.sources[id] = source;
+      // The note the proposer made when it proposed this child: the tier progression replays too.
+      if (st.proposer) st.proposer->replay_proposal(params, subject.op);
       (void)st.population.record_proposal(subject.island, subject.parent_id);
       const Individual* parent = subject.island < st.population.islands().size()
                                      ? st.population.island(subject.island).find(subject.parent_id)

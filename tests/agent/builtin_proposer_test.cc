@@ -277,6 +277,35 @@ TEST(BuiltinProposer, MovesToTheNextTierWhenPatienceRunsOut) {
   EXPECT_EQ(changed(parent, p.params), std::vector<std::string>{"BLOCK"}) << p.description;
 }
 
+TEST(BuiltinProposer, ReplayingProposalsAndReportsRestoresTheTier) {
+  // A coordinator restart rebuilds the proposer from the search log: each logged child with its
+  // operator, then its report, in log order.
+  const std::vector<int64_t> seven = {1, 2, 3, 4, 5, 6, 7};
+  KernelSpec spec = synthetic({{"BLOCK", seven}, {"VEC", seven}, {"STAGES", seven}, {"IMPL", seven}});
+  BuiltinProposerOptions options;
+  options.tier_patience = 3;
+  BuiltinProposer live(spec, kShape, DType::kF32, options);
+  BuiltinProposer rebuilt(spec, kShape, DType::kF32, options);
+  const Params parent = {{"BLOCK", "4"}, {"VEC", "4"}, {"STAGES", "4"}, {"IMPL", "4"}};
+  SeenSet seen;
+  seen.configs.insert(parent);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 7; ++i) {  // two tiers' patience spent, one mutation into the third
+    Proposal p = live.mutate(parent, seen.fn(), rng);
+    ASSERT_FALSE(p.empty()) << p.reason;
+    seen.configs.insert(p.params);
+    rebuilt.replay_proposal(p.params, p.operator_name + " guided by memory_far_from_peak");
+    live.report(p.params, false);
+    rebuilt.report(p.params, false);
+  }
+  EXPECT_EQ(live.current_tier(), 2);
+  EXPECT_EQ(rebuilt.current_tier(), live.current_tier());
+  // Without the replayed notes the reports count for nothing: the tier would restart at 0.
+  BuiltinProposer forgetful(spec, kShape, DType::kF32, options);
+  for (const auto& c : seen.configs) forgetful.report(c, false);
+  EXPECT_EQ(forgetful.current_tier(), 0);
+}
+
 TEST(BuiltinProposer, AnAcceptedImprovementKeepsTheTier) {
   KernelSpec spec = synthetic({{"BLOCK", {1, 2, 3, 4, 5, 6, 7}}, {"VEC", {1, 2, 3, 4, 5, 6, 7}}});
   BuiltinProposerOptions options;
