@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "coordinator/engine.h"
 #include "coordinator/search.h"
 
@@ -38,6 +40,16 @@ inline std::string describe(const TargetReport& r) {
     << " accepted=" << r.accepted << " seed=" << r.seed_us << " best=" << r.best_us << " id=" << r.best_id
     << " label=" << r.best_label << " floor=" << r.fraction_of_floor << " source=" << r.best_source.size();
   return s.str();
+}
+
+// A dispatcher on `store` with fast heartbeats and a patient liveness, as the engine tests use.
+inline std::unique_ptr<Dispatcher> test_dispatcher(zmq::context_t& ctx, redis::Store& store) {
+  DispatcherOptions o;
+  o.heartbeat.interval_ms = 50;
+  o.heartbeat.liveness = 10;
+  auto d = Dispatcher::create(ctx, store, o);
+  EXPECT_TRUE(d.is_ok()) << d.status().to_string();
+  return d.is_ok() ? std::move(d).value() : nullptr;
 }
 
 }  // namespace kiln::coordinator

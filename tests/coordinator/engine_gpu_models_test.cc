@@ -30,14 +30,7 @@ class EngineGpuModelsTest : public ::testing::Test {
     ASSERT_TRUE(t.is_ok()) << t.status().to_string();
     targets_.push_back(std::move(t).value());
   }
-  std::unique_ptr<Dispatcher> dispatcher() {
-    DispatcherOptions o;
-    o.heartbeat.interval_ms = 50;
-    o.heartbeat.liveness = 10;
-    auto d = Dispatcher::create(ctx_, *store_, o);
-    EXPECT_TRUE(d.is_ok()) << d.status().to_string();
-    return d.is_ok() ? std::move(d).value() : nullptr;
-  }
+  std::unique_ptr<Dispatcher> dispatcher() { return test_dispatcher(ctx_, *store_); }
   EngineOptions options() const {
     EngineOptions eo;
     eo.backend = "cpu";
