@@ -133,7 +133,11 @@ TEST_F(EngineGpuModelsTest, ADiscoveringEngineAddsAModelWhenItsFirstEvaluatorCon
   EXPECT_TRUE(first.reports().empty());
   {
     std::atomic<bool> stop{false};
-    SyntheticWorker fast(ctx_, d1->endpoint(), worker(kFast, 1.0, &stop, 3));
+    // The fast worker answers three tasks and then holds the rest, so its model's search cannot
+    // finish (and end the run) before the slow worker has connected.
+    SyntheticWorkerOptions fo = worker(kFast, 1.0, &stop, 3);
+    fo.hold_after_limit = true;
+    SyntheticWorker fast(ctx_, d1->endpoint(), fo);
     run(first, stop, 20);
     ASSERT_EQ(first.gpu_models(), std::vector<std::string>{kFast});
     std::atomic<bool> stop2{false};

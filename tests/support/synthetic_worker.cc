@@ -64,12 +64,14 @@ void SyntheticWorker::loop(zmq::context_t& ctx, const std::string& endpoint) {
     if (got.is_ok() && got->has_value()) {
       auto env = proto::decode(**got);
       if (env.is_ok()) {
-        if (auto* task = std::get_if<proto::EvaluateTask>(&env->body)) {
-          {
-            std::lock_guard lock(mu_);
-            received_.insert(task->task_id);
-            tasks_.push_back(*task);
-          }
+        auto* task = std::get_if<proto::EvaluateTask>(&env->body);
+        const bool holding = options_.hold_after_limit && answered_ >= options_.limit;
+        if (task) {
+          std::lock_guard lock(mu_);
+          received_.insert(task->task_id);
+          tasks_.push_back(*task);
+        }
+        if (task && !holding) {
           proto::EvaluationResult r;
           r.task_id = task->task_id;
           r.candidate_id = task->candidate_id;

@@ -2,7 +2,8 @@
 // evaluator (backend and GPU model as given), and answers every task at once with a verified
 // result whose time is a function of the candidate id (so a re-time measures the same), scaled by
 // `time_scale` (two "GPU models" that are not equally fast). Sets `stop_after` once it has
-// answered `limit` tasks.
+// answered `limit` tasks; with `hold_after_limit` it then keeps every later task unanswered (it
+// still heartbeats), so a test can be sure this worker finishes nothing more.
 #pragma once
 
 #include <atomic>
@@ -25,6 +26,7 @@ struct SyntheticWorkerOptions {
   double time_scale = 1.0;
   size_t limit = 1000000;         // answers before `stop_after` is set
   std::atomic<bool>* stop_after = nullptr;
+  bool hold_after_limit = false;  // past `limit`, receive tasks but answer none
 };
 
 class SyntheticWorker {
