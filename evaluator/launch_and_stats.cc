@@ -44,13 +44,34 @@ void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
   for (const auto& [name, values] : spec.space) {
     if (values.empty()) return;  // an empty list: no configuration at all
     axes.push_back({name, &values});
+    current[name] = std::to_string(values.front());
   }
+  // The constraints are parsed once over the shape, the dtype's size, the numeric defines and the
+  // parameters; the odometer below only changes the parameters' values.
+  const ExprVars vars = expr_vars(shape, dtype, current);
+  std::vector<std::string> names;
+  for (const auto& [name, value] : vars) names.push_back(name);
+  Result<ExprProgram> program = ExprProgram::compile(spec.constraints, names);
+  if (!program.is_ok()) return;  // a constraint that does not parse admits nothing
+  for (const auto& [name, value] : vars) program->set(program->variable(name), value);
+  std::vector<size_t> slot;
+  for (const auto& axis : axes) slot.push_back(program->variable(axis.first));
+  auto satisfied = [&] {
+    for (size_t c = 0; c < program->size(); ++c) {
+      Result<double> v = program->eval(c);
+      if (!v.is_ok() || *v == 0) return false;
+    }
+    return true;
+  };
   // Odometer over the parameter lists, first parameter fastest.
   std::vector<size_t> index(axes.size(), 0);
   while (true) {
-    for (size_t i = 0; i < axes.size(); ++i) current[axes[i].first] = std::to_string((*axes[i].second)[index[i]]);
-    Result<bool> ok = satisfies_constraints(spec, shape, dtype, current);
-    if (ok.is_ok() && *ok && !take(current)) return;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t value = (*axes[i].second)[index[i]];
+      program->set(slot[i], static_cast<double>(value));
+      current[axes[i].first] = std::to_string(value);
+    }
+    if (satisfied() && !take(current)) return;
     size_t i = 0;
     while (i < axes.size() && ++index[i] == axes[i].second->size()) index[i++] = 0;
     if (i == axes.size()) return;

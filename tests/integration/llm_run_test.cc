@@ -107,47 +107,85 @@ extern "C" void reduce(const T* x, T* y, int64_t M, int64_t N) {
 }
 )";
 
-// The whole loop needs the coordinator to accept agents' own sources and to hand failed LLM
-// children back (agent/llm/engine-side.patch, coordinator/ is the lead's): enable these two with it.
-TEST(KilnLlmAgent, AScriptedModelsFasterKernelIsEvaluatedAndKept) {
-  testing::FakeLlmServer server([](const testing::FakeHttpRequest&) {
+// The model writes `first` and, asked to repair a child whose log names `repair_marker`, the
+// sixteen-accumulator kernel; both with parameters the template accepts.
+testing::FakeLlmServer scripted_model(std::string first, std::string repair_marker = "") {
+  return testing::FakeLlmServer([first, repair_marker](const testing::FakeHttpRequest& req) {
+    const bool repair = !repair_marker.empty() && req.body.find("## Repair") != std::string::npos &&
+                        req.body.find(repair_marker) != std::string::npos;
+    const std::string source = repair ? std::string(kSixteenAccumulators) : first;
     return testing::FakeHttpResponse::json(
-        200, testing::openai_reply(testing::kernel_reply(kSixteenAccumulators, "{\"UNROLL\": 2, \"PAD\": 0}")));
+        200, testing::openai_reply(testing::kernel_reply(source, "{\"UNROLL\": 2, \"PAD\": 0}")));
   });
-  testing::TempDir dir;
-  const std::string targets = slow_template_targets(dir);
+}
+
+std::string scripted_config(const testing::TempDir& dir, const testing::FakeLlmServer& server) {
   nlohmann::json config = {{"models", {{{"name", "scripted"}, {"endpoint", server.url() + "/v1"}, {"model", "m"}}}}};
-  const std::string out = dir.path() + "/coord";
-  const std::string output = run_farm(dir, targets, dir.write("llm.json", config.dump()), out);
-  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
-  nlohmann::json agents = read_json(out + "/agents.json");
-  EXPECT_GT(agents["children"].get<int>(), 0) << agents.dump() << "\n" << output;
+  return dir.write("llm.json", config.dump());
+}
+
+// The run's best for reduce is the model's kernel (no template configuration has 16 accumulators).
+void expect_best_is_the_models_kernel(const std::string& out, const std::string& output) {
   nlohmann::json best = read_json(out + "/best/reduce.json");
   ASSERT_TRUE(best.is_object()) << output;
   EXPECT_NE(best["source"].get<std::string>().find("acc[16]"), std::string::npos) << best.dump();
+  EXPECT_EQ(best["verification"]["outcome"], "verified") << best.dump();
+}
+
+TEST(KilnLlmAgent, AScriptedModelsFasterKernelIsEvaluatedAndKept) {
+  testing::FakeLlmServer server = scripted_model(kSixteenAccumulators);
+  ASSERT_TRUE(server.started());
+  testing::TempDir dir;
+  const std::string targets = slow_template_targets(dir);
+  const std::string out = dir.path() + "/coord";
+  const std::string output = run_farm(dir, targets, scripted_config(dir, server), out);
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  nlohmann::json agents = read_json(out + "/agents.json");
+  EXPECT_GT(agents["children"].get<int>(), 0) << agents.dump() << "\n" << output;
+  expect_best_is_the_models_kernel(out, output);
 }
 
 TEST(KilnLlmAgent, ABrokenKernelIsRepairedFromItsLogAndKept) {
   std::string broken = kSixteenAccumulators;
   broken.replace(broken.find("float s = 0.f;"), 14, "float s = undeclared_name;");
-  testing::FakeLlmServer server([broken](const testing::FakeHttpRequest& req) {
-    const bool repair = req.body.find("## Repair") != std::string::npos &&
-                        req.body.find("undeclared_name") != std::string::npos;
-    const std::string& source = repair ? std::string(kSixteenAccumulators) : broken;
-    return testing::FakeHttpResponse::json(
-        200, testing::openai_reply(testing::kernel_reply(source, "{\"UNROLL\": 2, \"PAD\": 0}")));
-  });
+  testing::FakeLlmServer server = scripted_model(broken, "undeclared_name");
+  ASSERT_TRUE(server.started());
   testing::TempDir dir;
   const std::string targets = slow_template_targets(dir);
-  nlohmann::json config = {{"models", {{{"name", "scripted"}, {"endpoint", server.url() + "/v1"}, {"model", "m"}}}}};
   const std::string out = dir.path() + "/coord";
-  const std::string output = run_farm(dir, targets, dir.write("llm.json", config.dump()), out);
+  const std::string output = run_farm(dir, targets, scripted_config(dir, server), out);
   ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
   nlohmann::json stats = read_json(dir.path() + "/llm-stats.json");
   EXPECT_GE(stats["models"][0]["repairs"].get<int>(), 1) << stats.dump() << "\n" << output;
-  nlohmann::json best = read_json(out + "/best/reduce.json");
-  ASSERT_TRUE(best.is_object()) << output;
-  EXPECT_NE(best["source"].get<std::string>().find("acc[16]"), std::string::npos) << best.dump();
+  expect_best_is_the_models_kernel(out, output);
+}
+
+// `kiln run --llm CONFIG` starts the agent itself, beside the in-process built-in proposer: the
+// model's kernel wins, and the agent's log and statistics land in the output folder.
+TEST(KilnLlmAgent, KilnRunWithLlmStartsTheAgentAndKeepsTheModelsFasterKernel) {
+  testing::FakeLlmServer server = scripted_model(kSixteenAccumulators);
+  ASSERT_TRUE(server.started());
+  testing::TempDir dir;
+  const std::string targets = slow_template_targets(dir);
+  const std::string out = dir.path() + "/run";
+  std::string output;
+  const int rc = testing::run_command(
+      testing::kiln_binary() + " run --targets reduce --backend cpu --budget 240s --patience 8 --llm " +
+          scripted_config(dir, server) + " --out " + out + " --cache-dir " + dir.path() + "/cache --targets-dir " +
+          targets + " 2>&1",
+      &output);
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("LLM agent started"), std::string::npos) << output;
+  expect_best_is_the_models_kernel(out, output);
+  nlohmann::json agents = read_json(out + "/agents.json");
+  ASSERT_TRUE(agents.is_object()) << output;
+  EXPECT_GT(agents["children"].get<int>(), 0) << agents.dump();
+  EXPECT_GT(server.request_count(), 0u);
+  // The agent wrote its statistics on the way out (kiln run stops it with SIGTERM).
+  nlohmann::json stats = read_json(out + "/llm-stats.json");
+  ASSERT_TRUE(stats.is_object()) << output;
+  EXPECT_GT(stats["models"][0]["calls"].get<int>(), 0) << stats.dump();
+  EXPECT_TRUE(std::filesystem::exists(out + "/agent-llm.log"));
 }
 
 }  // namespace

@@ -94,6 +94,39 @@ TEST(Expr, EvaluatesGeometryWithHelpers) {
   EXPECT_FALSE(eval_expr("cdiv(M, 0)", v).is_ok());
 }
 
+TEST(Expr, AProgramParsedOnceGivesWhatEvalExprGivesAsItsVariablesChange) {
+  const std::vector<std::string> exprs = {"cdiv(M, ROWS) * (ROWS <= 8 ? 1 : 2)", "ROWS * 32 <= 256 && M >= 1000",
+                                          "idiv(M, ROWS)"};
+  Result<ExprProgram> p = ExprProgram::compile(exprs, {"M", "ROWS"});
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  ASSERT_EQ(p->size(), 3u);
+  const size_t m = p->variable("M"), rows = p->variable("ROWS");
+  ASSERT_NE(m, ExprProgram::npos);
+  ASSERT_NE(rows, ExprProgram::npos);
+  EXPECT_EQ(p->variable("Q"), ExprProgram::npos);
+  for (double mv : {7.0, 1000.0, 1001.0}) {
+    for (double rv : {1.0, 4.0, 9.0, 16.0}) {
+      p->set(m, mv);
+      p->set(rows, rv);
+      const ExprVars v = {{"M", mv}, {"ROWS", rv}};
+      for (size_t i = 0; i < exprs.size(); ++i) {
+        ASSERT_TRUE(p->eval(i).is_ok());
+        EXPECT_EQ(*p->eval(i), *eval_expr(exprs[i], v)) << exprs[i] << " at M=" << mv << " ROWS=" << rv;
+      }
+    }
+  }
+  p->set(rows, 0);
+  Result<double> div0 = p->eval(0);  // cdiv by zero: not finite, an error as in eval_expr
+  ASSERT_FALSE(div0.is_ok());
+  EXPECT_NE(div0.status().message().find("cdiv(M, ROWS)"), std::string::npos);
+  // Errors come at compile time, naming the expression.
+  Result<ExprProgram> unknown = ExprProgram::compile({"M * 2", "M * Q"}, {"M"});
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("M * Q"), std::string::npos);
+  EXPECT_FALSE(ExprProgram::compile({"M * (2"}, {"M"}).is_ok());
+  EXPECT_FALSE(ExprProgram::compile({""}, {"M"}).is_ok());
+}
+
 // A broken copy of rmsnorm's spec: each case edits one field and names what the error must say.
 struct BrokenSpec {
   const char* label;

@@ -1,0 +1,66 @@
+// for_each_config parses a template's constraints once and walks its space with an odometer; it
+// must admit exactly the configurations that satisfies_constraints (which parses per call) admits,
+// in the same order, for every built-in template on each backend, at the benchmark shape.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "evaluator/evaluation.h"
+#include "shared/target_spec.h"
+
+namespace kiln::eval {
+namespace {
+
+using Config = std::map<std::string, std::string>;
+
+// Every combination of the space (first parameter fastest), kept when satisfies_constraints says so.
+std::vector<Config> brute_force(const KernelSpec& k, const Shape& shape, DType dtype) {
+  std::vector<Config> all = {k.defines};
+  for (const auto& [name, values] : k.space) {
+    std::vector<Config> next;
+    for (int64_t v : values) {
+      for (Config c : all) {
+        c[name] = std::to_string(v);
+        next.push_back(std::move(c));
+      }
+    }
+    all = std::move(next);
+  }
+  std::vector<Config> kept;
+  for (const Config& c : all) {
+    Result<bool> ok = satisfies_constraints(k, shape, dtype, c);
+    if (ok.is_ok() && *ok) kept.push_back(c);
+  }
+  return kept;
+}
+
+TEST(ConfigSpace, ForEachConfigAdmitsExactlyWhatEachConstraintCheckAdmitsForEveryBuiltInTemplate) {
+  size_t templates = 0;
+  for (const char* name : {"rmsnorm", "softmax", "reduce", "layernorm", "rotary_embedding", "cross_entropy",
+                           "matmul", "flash_attention", "fused_mlp"}) {
+    auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/" + name);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    for (const char* backend : {"cuda", "cpu"}) {
+      const BackendSpec* b = t->backend(backend);
+      if (!b || !b->tunable) continue;
+      const Shape shape = t->benchmark_for(backend);
+      const DType dtype = b->dtypes.front();
+      std::vector<Config> walked;
+      for_each_config(*b->tunable, shape, dtype, [&](const Config& c) {
+        walked.push_back(c);
+        return true;
+      });
+      const std::vector<Config> expected = brute_force(*b->tunable, shape, dtype);
+      EXPECT_FALSE(expected.empty()) << name << " " << backend;
+      EXPECT_EQ(walked, expected) << name << " " << backend << ": " << walked.size() << " against "
+                                  << expected.size();
+      ++templates;
+    }
+  }
+  EXPECT_GE(templates, 10u);
+}
+
+}  // namespace
+}  // namespace kiln::eval
