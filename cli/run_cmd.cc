@@ -463,16 +463,27 @@ int run_search(const RunArgs& args) {
   eo.profile_guidance = !a.no_profile_guidance;
   if (!a.plan.empty()) {
     Result<profile::Plan> plan = profile::load_plan(a.plan);
-    if (!plan.is_ok()) return fail(plan.status().message());
+    if (!plan.is_ok()) {
+      return fail("--plan: " + plan.status().message() +
+                  " (a plan is the file `kiln profile --out plan.json -- COMMAND` writes; see docs/profile.md)");
+    }
     eo.weights = profile::target_weights(*plan);
     std::string used;
+    bool any = false;
     for (const auto& t : runnable) {
       auto w = eo.weights.find(t.name);
+      any = any || w != eo.weights.end();
       used += (used.empty() ? "" : ", ") + t.name + " " +
               (w == eo.weights.end() ? std::string("0%") : std::to_string(static_cast<int>(100 * w->second + 0.5)) + "%");
     }
     std::fprintf(stderr, "%s: weights from %s (share of the program's GPU time): %s\n", who, a.plan.c_str(),
                  used.c_str());
+    if (!any) {
+      std::fprintf(stderr,
+                   "%s: warning: none of this run's targets appears in the plan, so they share the evaluations "
+                   "equally; `kiln profile` lists the targets it mapped the program's kernels to\n",
+                   who);
+    }
   }
   coordinator::Engine engine(runnable, **dispatcher, eo, &store);
   if (Status s = rec ? engine.resume() : engine.begin(); !s.is_ok()) {

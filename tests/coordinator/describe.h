@@ -1,9 +1,13 @@
-// One-line descriptions of the engine's state (individuals, populations, reports) for tests that
-// compare an engine rebuilt from Redis with the one that wrote it.
+// Helpers of the engine tests: one-line descriptions of the engine's state (individuals,
+// populations, reports) for tests that compare an engine rebuilt from Redis with the one that
+// wrote it, a dispatcher with test heartbeats, and a run that can never hang the suite.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -50,6 +54,23 @@ inline std::unique_ptr<Dispatcher> test_dispatcher(zmq::context_t& ctx, redis::S
   auto d = Dispatcher::create(ctx, store, o);
   EXPECT_TRUE(d.is_ok()) << d.status().to_string();
   return d.is_ok() ? std::move(d).value() : nullptr;
+}
+
+// Runs `engine` until it finishes, `stop` is set (by a worker's limit), or `seconds` pass (then
+// `stop` is set, so a stuck search cannot hang the suite); returns what run() returned.
+inline Status run_engine(Engine& engine, std::atomic<bool>& stop, int seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::atomic<bool> done{false};
+  std::thread guard([&] {
+    while (!done.load() && !stop.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    stop.store(true);
+  });
+  Status ran = engine.run(stop, nullptr);
+  done.store(true);
+  guard.join();
+  return ran;
 }
 
 }  // namespace kiln::coordinator

@@ -50,19 +50,8 @@ class EngineGpuModelsTest : public ::testing::Test {
     w.stop_after = stop;
     return w;
   }
-  // Runs `e` until it finishes, `stop` is set, or `seconds` pass.
   void run(Engine& e, std::atomic<bool>& stop, int seconds) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    std::atomic<bool> done{false};
-    std::thread guard([&] {
-      while (!done.load() && !stop.load() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      stop.store(true);
-    });
-    Status ran = e.run(stop, nullptr);
-    done.store(true);
-    guard.join();
+    Status ran = run_engine(e, stop, seconds);
     ASSERT_TRUE(ran.is_ok()) << ran.to_string();
   }
 

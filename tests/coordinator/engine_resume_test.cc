@@ -69,17 +69,7 @@ TEST_F(EngineResumeTest, AnEngineRebuiltFromRedisHasTheSameStateAndFinishesTheRu
     // The built-in cpu targets have small template spaces: the whole search is about 13
     // evaluations, so it is stopped after 6.
     SyntheticWorker worker(ctx_, d1->endpoint(), 6, &stop);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    std::atomic<bool> done{false};
-    std::thread guard([&] {  // never hang the suite: stop the search at the deadline
-      while (!done.load() && !stop.load() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      stop.store(true);
-    });
-    Status ran = first.run(stop, nullptr);
-    done.store(true);
-    guard.join();
+    Status ran = run_engine(first, stop, 30);
     ASSERT_TRUE(ran.is_ok()) << ran.to_string();
     ASSERT_GE(worker.answered(), 6u);
   }
@@ -129,17 +119,7 @@ TEST_F(EngineResumeTest, AnEngineRebuiltFromRedisHasTheSameStateAndFinishesTheRu
   stop.store(false);
   {
     SyntheticWorker worker(ctx_, d2->endpoint(), 1000000, nullptr);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
-    std::atomic<bool> done{false};
-    std::thread guard([&] {
-      while (!done.load() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      stop.store(true);
-    });
-    Status ran = second.run(stop, nullptr);
-    done.store(true);
-    guard.join();
+    Status ran = run_engine(second, stop, 40);
     ASSERT_TRUE(ran.is_ok()) << ran.to_string();
   }
   EXPECT_TRUE(second.finished());
@@ -209,17 +189,7 @@ TEST_F(EngineResumeTest, AResultInRedisThatWasNeverJudgedIsFoldedIn) {
   std::set<std::string> sent;
   {
     SyntheticWorker worker(ctx_, d2->endpoint(), 1000000, nullptr);
-    std::atomic<bool> done{false};
-    std::thread guard([&] {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
-      while (!done.load() && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      stop.store(true);
-    });
-    Status ran = second.run(stop, nullptr);
-    done.store(true);
-    guard.join();
+    Status ran = run_engine(second, stop, 40);
     ASSERT_TRUE(ran.is_ok()) << ran.to_string();
     sent = worker.received();
   }

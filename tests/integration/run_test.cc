@@ -155,6 +155,35 @@ TEST(KilnRun, AResumeWithAConfigKeepsWhatTheFileDoesNotName) {
   EXPECT_NE(output.find("already finished"), std::string::npos) << output;
 }
 
+// `kiln run --plan` on a plan that `kiln profile --from-traces` makes from recorded traces (a
+// training step's kernels: reduce has 5% of its GPU time, rmsnorm none): the run reports the
+// weights it took and finishes both targets; a plan that is not one is refused before anything
+// starts, with what to do.
+TEST(KilnRun, TakesTargetWeightsFromARecordedPlan) {
+  testing::TempDir dir;
+  const std::string kiln = testing::kiln_binary();
+  const std::string plan = dir.path() + "/plan.json";
+  std::string output;
+  ASSERT_EQ(testing::run_command(kiln + " profile --from-traces " KILN_SOURCE_DIR "/tests/data/profile_trace/step --out " +
+                                     plan + " 2>&1", &output), 0) << output;
+  const std::string out = dir.path() + "/run";
+  const std::string common = " --targets reduce,rmsnorm --backend cpu --patience 4 --budget 120s --out " + out +
+                             " --cache-dir " + dir.path() + "/cache --targets-dir " KILN_SOURCE_DIR "/targets 2>&1";
+  const std::string broken = dir.write("broken.json", R"({"targets": [)");
+  EXPECT_EQ(testing::run_command(kiln + " run --plan " + broken + common, &output), 2) << output;
+  EXPECT_NE(output.find("broken.json: not valid JSON"), std::string::npos) << output;
+  EXPECT_NE(output.find("kiln profile --out plan.json"), std::string::npos) << output;
+  EXPECT_FALSE(std::filesystem::exists(out + "/summary.json"));
+
+  ASSERT_EQ(testing::run_command(kiln + " run --plan " + plan + common, &output), 0) << output;
+  EXPECT_NE(output.find("(share of the program's GPU time): reduce 5%, rmsnorm 0%"), std::string::npos) << output;
+  nlohmann::json summary = read_json(out + "/summary.json");
+  ASSERT_TRUE(summary.is_array() && summary.size() == 2u) << output;
+  for (const auto& t : summary) {
+    EXPECT_NE(t["state"].get<std::string>().find("converged"), std::string::npos) << t.dump();
+  }
+}
+
 // A farm in miniature: the coordinator, and an evaluator and a proposal agent (`kiln agent
 // --proposer builtin`) that connect to it from outside as separate processes.
 TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorAndAnAgentThatConnectFromOutside) {
