@@ -16,7 +16,7 @@
 
 #include "agent/llm/llm_proposer.h"
 #include "shared/build_info.h"
-#include "shared/transport.h"
+#include "shared/worker_link.h"
 
 namespace kiln::agent {
 namespace {
@@ -166,28 +166,11 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
   if (options.capacity == 0) return invalid_argument("capacity must be at least 1");
 
   zmq::context_t context(1);
-  net::SocketOptions so;
-  KILN_ASSIGN_OR_RETURN(net::DealerSocket dealer,
-                        net::DealerSocket::connect(context, options.connect, so, options.worker_id));
-  proto::IdGenerator ids(options.worker_id);
-  net::PeerLiveness liveness(options.heartbeat, Clock::now());
-  auto send = [&](proto::Message body) {
-    Status s = dealer.send(proto::encode({proto::kProtocolVersion, ids.next(), std::move(body)}));
-    if (!s.is_ok()) spdlog::warn("send failed: {}", s.to_string());
-    liveness.mark_heartbeat_sent(Clock::now());
-  };
+  KILN_ASSIGN_OR_RETURN(net::WorkerLink link, net::WorkerLink::connect(context, options.connect, options.worker_id,
+                                                                      options.heartbeat, "agent"));
   auto announce = [&] {
-    proto::Hello hello;
-    hello.role = std::string(proto::kRoleAgent);
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    hello.node = host;
-    hello.worker_id = options.worker_id;
-    hello.backends = options.backends;
-    hello.capacity = options.capacity;
-    hello.version = KILN_VERSION;
-    send(hello);
-    send(proto::Credit{options.capacity});
+    link.send(net::worker_hello(proto::kRoleAgent, options.worker_id, options.backends, options.capacity));
+    link.send(proto::Credit{options.capacity});
   };
 
   WorkQueue queue;
@@ -208,54 +191,33 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
     for (proto::Proposal& p : done) {
       if (!p.error.empty()) spdlog::info("task {} ({}): {}", p.task_id, p.target, p.error);
       ++answered;
-      send(std::move(p));
-      send(proto::Credit{1});
+      link.send(std::move(p));
+      link.send(proto::Credit{1});
     }
     if (!done.empty()) write_stats(options.stats_path, proposer);
   };
   while (!stop.load()) {
-    Result<std::optional<std::string>> got = dealer.receive(20);
-    const auto now = Clock::now();
+    Result<std::optional<proto::Envelope>> got = link.receive(20);
     if (!got.is_ok()) {
       spdlog::error("receive failed: {}", got.status().to_string());
       break;
     }
     if (got->has_value()) {
-      liveness.on_message(now);
-      Result<proto::Envelope> env = proto::decode(**got);
-      if (!env.is_ok()) {
-        spdlog::warn("bad message from the coordinator: {}", env.status().message());
-        send(proto::make_error_reply("", std::string(proto::error_code_for(env.status())),
-                                     env.status().message()).body);
-      } else if (auto* task = std::get_if<proto::ProposeTask>(&env->body)) {
+      proto::Envelope& env = **got;
+      if (auto* task = std::get_if<proto::ProposeTask>(&env.body)) {
         std::lock_guard<std::mutex> lock(queue.mu);
-        queue.tasks.push_back({std::move(*task), now});
+        queue.tasks.push_back({std::move(*task), Clock::now()});
         queue.cv.notify_one();
-      } else if (std::holds_alternative<proto::Bye>(env->body)) {
-        spdlog::info("coordinator said bye: {} ({} proposals made)", std::get<proto::Bye>(env->body).reason,
+      } else if (std::holds_alternative<proto::Bye>(env.body)) {
+        spdlog::info("coordinator said bye: {} ({} proposals made)", std::get<proto::Bye>(env.body).reason,
                      answered);
         break;
-      } else if (!std::holds_alternative<proto::Heartbeat>(env->body) &&
-                 !std::holds_alternative<proto::Error>(env->body)) {
-        send(proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
-                                     "an agent does not accept '" + std::string(proto::type_name(env->body)) +
-                                         "' messages").body);
+      } else {
+        link.refuse(env);
       }
     }
     drain();
-    if (liveness.server_dead(now)) {
-      auto delay = liveness.next_reconnect_delay();
-      spdlog::warn("coordinator silent; reconnecting in {} ms", delay.count());
-      for (auto waited = std::chrono::milliseconds(0); waited < delay && !stop.load();
-           waited += std::chrono::milliseconds(100)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      if (Status s = dealer.reconnect(); !s.is_ok()) spdlog::error("reconnect: {}", s.to_string());
-      liveness.on_reconnect(Clock::now());
-      announce();
-    } else if (liveness.should_send_heartbeat(now)) {
-      send(proto::Heartbeat{});
-    }
+    link.keep_alive(stop, announce);
   }
   cancel.store(true);
   {
@@ -266,7 +228,7 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
   for (std::thread& t : workers) t.join();
   write_stats(options.stats_path, proposer);
   if (nlohmann::json st = proposer.stats(); !st.empty()) spdlog::info("{} proposer statistics: {}", proposer.name(), st.dump());
-  send(proto::Bye{"agent stopping"});
+  link.send(proto::Bye{"agent stopping"});
   return Status::ok();
 }
 

@@ -15,7 +15,8 @@
 # LEASE_RUN_BUDGET (default 6m), LEASE_SKIP_CHECK=1, LEASE_SKIP_NCU=1, LEASE_NCU_TARGETS (a,b: only
 # these under ncu), LEASE_PROFILE=1 (kiln eval --profile of rmsnorm/matmul seed and best, and
 # bench/profile_vs_torch.sh with LEASE_PROFILE_ARGS), LEASE_ABLATION=1 (a second kiln run without
-# profile guidance), LEASE_NCU_PLAN (a file of "target params" lines, "seed" for the seed: profile
+# profile guidance), LEASE_SCALING=1 (bench/gpu_scaling.sh into OUTDIR/scaling, last, on a machine
+# with two GPUs; SCALING_TARGETS and SCALING_BUDGET pass through), LEASE_NCU_PLAN (a file of "target params" lines, "seed" for the seed: profile
 # these instead of the bench's best), LEASE_NCU_LAUNCHES (launches profiled per eval, default 160). Follow-up calls must check that OUTDIR exists: a machine left idle for 30 s is
 # given back, and the next call gets a fresh one without it.
 set -uo pipefail
@@ -139,6 +140,16 @@ if [[ -n "$run_targets" ]]; then
       > "$out/run-unguided.stdout" 2> "$out/run-unguided.stderr"
     log "kiln run --no-profile-guidance: rc=$?"
     rm -f "$out"/run-unguided/redis/*.rdb 2>/dev/null
+  fi
+fi
+
+if [[ "${LEASE_SCALING:-0}" == 1 ]]; then
+  if [[ $(nvidia-smi -L 2> /dev/null | grep -c '^GPU') -ge 2 ]]; then
+    log "gpu_scaling: start"
+    "$here/gpu_scaling.sh" "$tarball" "$out/scaling" > /dev/null 2>&1
+    log "gpu_scaling: rc=$?, $(tr -d '\n ' < "$out/scaling/scaling.json" 2> /dev/null)"
+  else
+    log "gpu_scaling: skipped (fewer than two GPUs)"
   fi
 fi
 

@@ -22,13 +22,13 @@ nvidia-smi -L >> "$out/progress.log" 2>&1
 for gpus in 0 0,1; do
   name=gpus-${gpus//,/_}
   log "kiln run --gpus $gpus --budget $budget: start"
-  start=$(date +%s.%N)
+  start=$(date +%s)
   timeout 900 "$kiln" run --targets "$targets" --gpus "$gpus" --budget "$budget" --patience 100000 \
     --out "$out/$name" --cache-dir "/tmp/kiln-scaling-cache-$name" > "$out/$name.stdout" 2> "$out/$name.stderr"
   rc=$?
-  end=$(date +%s.%N)
+  end=$(date +%s)
   rm -f "$out/$name"/redis/*.rdb "$out/$name"/redis/appendonly* 2> /dev/null
-  log "kiln run --gpus $gpus: rc=$rc, $(wc -l < "$out/$name/results.jsonl") results in $(echo "$end - $start" | bc) s"
+  log "kiln run --gpus $gpus: rc=$rc, $(wc -l < "$out/$name/results.jsonl") results in $((end - start)) s of wall time"
 done
 python3 - "$out" "$budget" > "$out/scaling.json" <<'PY'
 import json, sys, pathlib

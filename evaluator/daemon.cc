@@ -22,12 +22,10 @@
 #include "evaluator/toolchain.h"
 #include "shared/protocol.h"
 #include "shared/target_spec.h"
-#include "shared/transport.h"
+#include "shared/worker_link.h"
 
 namespace kiln::eval {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Everything the worker thread needs to turn a task into a result.
 class Worker {
@@ -160,9 +158,8 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
   }
 
   zmq::context_t context(1);
-  net::SocketOptions so;
-  KILN_ASSIGN_OR_RETURN(net::DealerSocket dealer,
-                        net::DealerSocket::connect(context, options.connect, so, options.worker_id));
+  KILN_ASSIGN_OR_RETURN(net::WorkerLink link, net::WorkerLink::connect(context, options.connect, options.worker_id,
+                                                                      options.heartbeat, "evaluator"));
 
   Mailbox box;
   std::thread worker_thread([&] {
@@ -196,61 +193,35 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
     worker_thread.join();
   };
 
-  proto::IdGenerator ids(options.worker_id);
-  net::PeerLiveness liveness(options.heartbeat, Clock::now());
   uint32_t held = 0;  // tasks received and not yet answered
-  auto send = [&](proto::Message body) {
-    Status s = dealer.send(proto::encode({proto::kProtocolVersion, ids.next(), std::move(body)}));
-    if (!s.is_ok()) spdlog::warn("send failed: {}", s.to_string());
-    liveness.mark_heartbeat_sent(Clock::now());
-  };
   auto announce = [&] {
-    proto::Hello hello;
-    hello.role = std::string(proto::kRoleEvaluator);
-    char host[256] = {};
-    gethostname(host, sizeof(host) - 1);
-    hello.node = host;
-    hello.worker_id = options.worker_id;
-    hello.backends = {options.backend};
-    hello.capacity = options.capacity;
-    hello.version = KILN_VERSION;
-    send(hello);
+    link.send(net::worker_hello(proto::kRoleEvaluator, options.worker_id, {options.backend}, options.capacity));
     // Tasks held across a reconnect were handed out by the old connection; the coordinator
     // re-queues them when their leases expire, so credit is offered only for free slots.
-    if (options.capacity > held) send(proto::Credit{options.capacity - held});
+    if (options.capacity > held) link.send(proto::Credit{options.capacity - held});
   };
   announce();
   spdlog::info("evaluator {} connected to {} ({} backend, capacity {})", options.worker_id,
                options.connect, options.backend, options.capacity);
 
   while (!stop.load()) {
-    Result<std::optional<std::string>> got = dealer.receive(100);
-    const auto now = Clock::now();
+    Result<std::optional<proto::Envelope>> got = link.receive(100);
     if (!got.is_ok()) {
       spdlog::error("receive failed: {}", got.status().to_string());
       break;
     }
     if (got->has_value()) {
-      liveness.on_message(now);
-      Result<proto::Envelope> env = proto::decode(**got);
-      if (!env.is_ok()) {
-        spdlog::warn("bad message from the coordinator: {}", env.status().message());
-        proto::Envelope reply = proto::make_error_reply("", std::string(proto::error_code_for(env.status())),
-                                                        env.status().message());
-        send(reply.body);
-      } else if (auto* task = std::get_if<proto::EvaluateTask>(&env->body)) {
+      proto::Envelope& env = **got;
+      if (auto* task = std::get_if<proto::EvaluateTask>(&env.body)) {
         ++held;
         std::lock_guard lock(box.mu);
         box.tasks.push_back(std::move(*task));
         box.cv.notify_one();
-      } else if (std::holds_alternative<proto::Bye>(env->body)) {
-        spdlog::info("coordinator said bye: {}", std::get<proto::Bye>(env->body).reason);
+      } else if (std::holds_alternative<proto::Bye>(env.body)) {
+        spdlog::info("coordinator said bye: {}", std::get<proto::Bye>(env.body).reason);
         break;
-      } else if (!std::holds_alternative<proto::Heartbeat>(env->body) &&
-                 !std::holds_alternative<proto::Error>(env->body)) {
-        send(proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
-                                     "an evaluator does not accept '" +
-                                         std::string(proto::type_name(env->body)) + "' messages").body);
+      } else {
+        link.refuse(env);
       }
     }
     std::deque<proto::EvaluationResult> done;
@@ -259,25 +230,13 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
       done.swap(box.results);
     }
     for (auto& r : done) {
-      send(std::move(r));
+      link.send(std::move(r));
       --held;
-      send(proto::Credit{1});
+      link.send(proto::Credit{1});
     }
-    if (liveness.server_dead(now)) {
-      auto delay = liveness.next_reconnect_delay();
-      spdlog::warn("coordinator silent; reconnecting in {} ms", delay.count());
-      for (auto waited = std::chrono::milliseconds(0); waited < delay && !stop.load();
-           waited += std::chrono::milliseconds(100)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      if (Status s = dealer.reconnect(); !s.is_ok()) spdlog::error("reconnect: {}", s.to_string());
-      liveness.on_reconnect(Clock::now());
-      announce();
-    } else if (liveness.should_send_heartbeat(now)) {
-      send(proto::Heartbeat{});
-    }
+    link.keep_alive(stop, announce);
   }
-  send(proto::Bye{"evaluator stopping"});
+  link.send(proto::Bye{"evaluator stopping"});
   close_worker();
   return Status::ok();
 }

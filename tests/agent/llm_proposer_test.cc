@@ -182,18 +182,28 @@ TEST_F(LlmProposerTest, AProposalThatComesBackAsAParentIsCreditedAsAccepted) {
   EXPECT_EQ(p.stats()["models"][0]["accepted"], 1);
 }
 
-TEST_F(LlmProposerTest, OnceTheTokenBudgetIsSpentNoModelIsAsked) {
-  FakeLlmServer server;
-  server.push(reply(kFaster));
-  LlmConfig config = config_for(server);
-  config.budget_tokens = 100;  // one reply uses 150
-  LlmProposer p(config, targets_, 1);
-  ASSERT_EQ(ask(p, task("t1")).candidates.size(), 1u);
-  proto::Proposal out = ask(p, task("t2"));
-  EXPECT_TRUE(out.candidates.empty());
-  EXPECT_NE(out.error.find("budget is spent"), std::string::npos) << out.error;
-  EXPECT_EQ(server.request_count(), 1u);
-  EXPECT_TRUE(p.stats()["budget_spent"].get<bool>());
+// After one reply of 150 tokens at $1 per million each way ($0.00015), a budget of 100 tokens or
+// of $0.0001 is spent: the next task is answered with why, and no model is asked again.
+TEST_F(LlmProposerTest, OnceTheTokenOrCostBudgetIsSpentNoModelIsAsked) {
+  for (const bool by_cost : {false, true}) {
+    SCOPED_TRACE(by_cost ? "cost budget" : "token budget");
+    FakeLlmServer server;
+    server.push(reply(kFaster));
+    LlmConfig config = config_for(server);
+    if (by_cost) {
+      config.budget_usd = 1e-4;
+    } else {
+      config.budget_tokens = 100;
+    }
+    LlmProposer p(config, targets_, 1);
+    ASSERT_EQ(ask(p, task("t1")).candidates.size(), 1u);
+    proto::Proposal out = ask(p, task("t2"));
+    EXPECT_TRUE(out.candidates.empty());
+    EXPECT_NE(out.error.find("budget is spent"), std::string::npos) << out.error;
+    EXPECT_EQ(server.request_count(), 1u);
+    EXPECT_TRUE(p.stats()["budget_spent"].get<bool>());
+    EXPECT_NEAR(p.stats()["cost_usd"].get<double>(), 1.5e-4, 1e-9);
+  }
 }
 
 TEST_F(LlmProposerTest, AModelThatNeverAnswersFailsTheTaskAtItsDeadline) {

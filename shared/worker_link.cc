@@ -1,0 +1,88 @@
+// See worker_link.h.
+#include "shared/worker_link.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "shared/build_info.h"
+
+namespace kiln::net {
+
+using Clock = std::chrono::steady_clock;
+
+WorkerLink::WorkerLink(DealerSocket dealer, const HeartbeatPolicy& heartbeat, std::string role,
+                       const std::string& worker_id)
+    : dealer_(std::move(dealer)), ids_(worker_id), liveness_(heartbeat, Clock::now()), role_(std::move(role)) {}
+
+Result<WorkerLink> WorkerLink::connect(zmq::context_t& context, const std::string& endpoint,
+                                       const std::string& worker_id, const HeartbeatPolicy& heartbeat,
+                                       std::string role) {
+  KILN_ASSIGN_OR_RETURN(DealerSocket dealer, DealerSocket::connect(context, endpoint, SocketOptions{}, worker_id));
+  return WorkerLink(std::move(dealer), heartbeat, std::move(role), worker_id);
+}
+
+void WorkerLink::send(proto::Message body) {
+  Status s = dealer_.send(proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)}));
+  if (!s.is_ok()) spdlog::warn("send failed: {}", s.to_string());
+  liveness_.mark_heartbeat_sent(Clock::now());
+}
+
+Result<std::optional<proto::Envelope>> WorkerLink::receive(int timeout_ms) {
+  KILN_ASSIGN_OR_RETURN(std::optional<std::string> got, dealer_.receive(timeout_ms));
+  if (!got) return std::optional<proto::Envelope>();
+  liveness_.on_message(Clock::now());
+  Result<proto::Envelope> env = proto::decode(*got);
+  if (!env.is_ok()) {
+    spdlog::warn("bad message from the coordinator: {}", env.status().message());
+    send(proto::make_error_reply("", std::string(proto::error_code_for(env.status())), env.status().message()).body);
+    return std::optional<proto::Envelope>();
+  }
+  if (std::holds_alternative<proto::Heartbeat>(env->body) || std::holds_alternative<proto::Error>(env->body)) {
+    return std::optional<proto::Envelope>();
+  }
+  return std::optional<proto::Envelope>(std::move(env).value());
+}
+
+void WorkerLink::refuse(const proto::Envelope& env) {
+  const std::string article = !role_.empty() && std::string_view("aeiou").find(role_[0]) != std::string_view::npos ? "an " : "a ";
+  send(proto::make_error_reply(env.id, std::string(proto::kErrorBadMessage),
+                               article + role_ + " does not accept '" + std::string(proto::type_name(env.body)) +
+                                   "' messages").body);
+}
+
+void WorkerLink::keep_alive(const std::atomic<bool>& stop, const std::function<void()>& announce) {
+  const auto now = Clock::now();
+  if (liveness_.server_dead(now)) {
+    const auto delay = liveness_.next_reconnect_delay();
+    spdlog::warn("coordinator silent; reconnecting in {} ms", delay.count());
+    for (auto waited = std::chrono::milliseconds(0); waited < delay && !stop.load();
+         waited += std::chrono::milliseconds(100)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (Status s = dealer_.reconnect(); !s.is_ok()) spdlog::error("reconnect: {}", s.to_string());
+    liveness_.on_reconnect(Clock::now());
+    announce();
+  } else if (liveness_.should_send_heartbeat(now)) {
+    send(proto::Heartbeat{});
+  }
+}
+
+proto::Hello worker_hello(std::string_view role, const std::string& worker_id, std::vector<std::string> backends,
+                          uint32_t capacity) {
+  proto::Hello hello;
+  hello.role = std::string(role);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  hello.node = host;
+  hello.worker_id = worker_id;
+  hello.backends = std::move(backends);
+  hello.capacity = capacity;
+  hello.version = KILN_VERSION;
+  return hello;
+}
+
+}  // namespace kiln::net

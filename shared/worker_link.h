@@ -1,0 +1,64 @@
+// The worker side of the coordinator protocol, shared by the evaluator and agent daemons: a DEALER
+// with the worker's identity, message ids, and liveness in the Paranoid Pirate manner (a heartbeat
+// when nothing else was sent for an interval; when the coordinator stays silent past its liveness,
+// a back-off, a new socket under the same identity and a fresh hello), plus the answers every
+// worker owes to a malformed message or to one its role does not take. The daemon keeps only
+// what is its own: which messages are work, and what it announces.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "shared/heartbeat.h"
+#include "shared/protocol.h"
+#include "shared/status.h"
+#include "shared/transport.h"
+
+namespace kiln::net {
+
+class WorkerLink {
+ public:
+  // Connects to the coordinator at `endpoint` as `worker_id` (the DEALER's identity, kept across
+  // reconnects). `role` ("evaluator", "agent") names the worker in the errors it sends back.
+  static Result<WorkerLink> connect(zmq::context_t& context, const std::string& endpoint,
+                                    const std::string& worker_id, const HeartbeatPolicy& heartbeat,
+                                    std::string role);
+
+  // Sends one message (a failure is logged: the liveness countdown decides about the link).
+  void send(proto::Message body);
+
+  // Waits up to timeout_ms for a message the worker must act on. Heartbeats and errors from the
+  // coordinator only prove it alive (nothing is returned); a message that does not decode is
+  // answered with an error reply and logged. An error: the socket itself failed (the context is
+  // shut down); the daemon should stop.
+  Result<std::optional<proto::Envelope>> receive(int timeout_ms);
+
+  // Answers a well-formed message that this worker's role does not take.
+  void refuse(const proto::Envelope& env);
+
+  // Call once per loop turn: sends a heartbeat when one is due; when the coordinator has been
+  // silent past its liveness, waits the back-off (cut short when `stop` is set), reconnects and
+  // calls `announce` (which sends the hello and credits again).
+  void keep_alive(const std::atomic<bool>& stop, const std::function<void()>& announce);
+
+ private:
+  WorkerLink(DealerSocket dealer, const HeartbeatPolicy& heartbeat, std::string role, const std::string& worker_id);
+
+  DealerSocket dealer_;
+  proto::IdGenerator ids_;
+  PeerLiveness liveness_;
+  std::string role_;
+};
+
+// The hello a worker of `role` sends after every (re)connect: this host's name, kiln's version.
+proto::Hello worker_hello(std::string_view role, const std::string& worker_id, std::vector<std::string> backends,
+                          uint32_t capacity);
+
+}  // namespace kiln::net

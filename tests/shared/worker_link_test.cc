@@ -1,0 +1,128 @@
+// WorkerLink, the worker side of the coordinator protocol, against a real ROUTER on loopback TCP
+// playing the coordinator: work comes back to the daemon, heartbeats and errors do not, garbage
+// and messages the role does not take are answered with errors, and a coordinator that falls
+// silent makes the link reconnect under the same identity and announce itself again.
+#include "shared/worker_link.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+
+namespace kiln::net {
+namespace {
+
+constexpr int kWaitMs = 2000;
+
+class WorkerLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = RouterSocket::bind(ctx_, "tcp://127.0.0.1:*", SocketOptions{});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    router_.emplace(std::move(r).value());
+  }
+  // The next message the "coordinator" gets, decoded; fails the test when none comes.
+  proto::Envelope next(std::string* peer = nullptr) {
+    auto got = router_->receive(kWaitMs);
+    EXPECT_TRUE(got.is_ok() && got->has_value()) << "nothing reached the coordinator";
+    if (!got.is_ok() || !got->has_value()) return {};
+    if (peer) *peer = (*got)->peer;
+    auto env = proto::decode((*got)->payload);
+    EXPECT_TRUE(env.is_ok()) << env.status().to_string();
+    return env.is_ok() ? std::move(env).value() : proto::Envelope{};
+  }
+  void to_worker(const std::string& peer, proto::Message body) {
+    ASSERT_TRUE(router_->send(peer, proto::encode({proto::kProtocolVersion, "c-1", std::move(body)})).is_ok());
+  }
+  // Receives on `link` until something comes back or `tries` waits of 100 ms pass.
+  static std::optional<proto::Envelope> pump(WorkerLink& link, int tries = 10) {
+    for (int i = 0; i < tries; ++i) {
+      auto got = link.receive(100);
+      EXPECT_TRUE(got.is_ok());
+      if (got.is_ok() && got->has_value()) return std::move(**got);
+    }
+    return std::nullopt;
+  }
+
+  zmq::context_t ctx_;
+  std::optional<RouterSocket> router_;
+};
+
+TEST_F(WorkerLinkTest, ReturnsWorkAnswersGarbageAndRefusalsAndSwallowsHeartbeats) {
+  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-7", HeartbeatPolicy{}, "agent");
+  ASSERT_TRUE(link.is_ok()) << link.status().to_string();
+  link->send(worker_hello(proto::kRoleAgent, "w-7", {"cpu"}, 2));
+  std::string peer;
+  proto::Envelope hello = next(&peer);
+  ASSERT_TRUE(std::holds_alternative<proto::Hello>(hello.body));
+  EXPECT_EQ(peer, "w-7");
+  EXPECT_EQ(std::get<proto::Hello>(hello.body).worker_id, "w-7");
+  EXPECT_EQ(std::get<proto::Hello>(hello.body).capacity, 2u);
+  EXPECT_FALSE(std::get<proto::Hello>(hello.body).node.empty());
+
+  // Heartbeats and errors are not work; the task after them is.
+  to_worker(peer, proto::Heartbeat{});
+  to_worker(peer, proto::Error{std::string(proto::kErrorBadMessage), "x", "c-0"});
+  proto::ProposeTask task;
+  task.task_id = "p-1";
+  task.target = "reduce";
+  to_worker(peer, task);
+  std::optional<proto::Envelope> got = pump(*link);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_TRUE(std::holds_alternative<proto::ProposeTask>(got->body));
+  EXPECT_EQ(std::get<proto::ProposeTask>(got->body).task_id, "p-1");
+
+  // Bytes that are no message: answered with an error, nothing returned to the daemon.
+  ASSERT_TRUE(router_->send(peer, "\xc1 not msgpack").is_ok());
+  EXPECT_FALSE(pump(*link, 3).has_value());
+  proto::Envelope garbage = next();
+  ASSERT_TRUE(std::holds_alternative<proto::Error>(garbage.body));
+
+  // A message the role does not take: refused, naming the role and the type.
+  link->refuse(*got);
+  proto::Envelope refused = next();
+  ASSERT_TRUE(std::holds_alternative<proto::Error>(refused.body));
+  const auto& e = std::get<proto::Error>(refused.body);
+  EXPECT_EQ(e.code, proto::kErrorBadMessage);
+  EXPECT_NE(e.message.find("an agent does not accept 'propose'"), std::string::npos) << e.message;
+}
+
+TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAgain) {
+  HeartbeatPolicy fast;
+  fast.interval_ms = 20;
+  fast.liveness = 3;
+  fast.reconnect_initial_ms = 50;
+  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-8", fast, "evaluator");
+  ASSERT_TRUE(link.is_ok()) << link.status().to_string();
+  int announced = 0;
+  std::atomic<bool> stop{false};
+  auto announce = [&] {
+    ++announced;
+    link->send(worker_hello(proto::kRoleEvaluator, "w-8", {"cpu"}, 1));
+  };
+  announce();
+  ASSERT_TRUE(std::holds_alternative<proto::Hello>(next().body));
+  // The coordinator says nothing: first heartbeats, then (after 60 ms of silence) a reconnect
+  // and a second hello under the same identity.
+  bool heartbeat = false, hello_again = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!hello_again && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(link->receive(10).is_ok());
+    link->keep_alive(stop, announce);
+    auto got = router_->receive(0);
+    ASSERT_TRUE(got.is_ok());
+    if (!got->has_value()) continue;
+    EXPECT_EQ((*got)->peer, "w-8");
+    auto env = proto::decode((*got)->payload);
+    ASSERT_TRUE(env.is_ok());
+    heartbeat = heartbeat || std::holds_alternative<proto::Heartbeat>(env->body);
+    hello_again = std::holds_alternative<proto::Hello>(env->body);
+  }
+  EXPECT_TRUE(heartbeat);
+  EXPECT_TRUE(hello_again);
+  EXPECT_EQ(announced, 2);
+}
+
+}  // namespace
+}  // namespace kiln::net
