@@ -32,12 +32,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "shared/dtype.h"
+#include "shared/expr.h"
 #include "shared/target_spec.h"
 
 namespace kiln::agent {
@@ -200,6 +202,10 @@ class BuiltinProposer {
   std::vector<int> tier_by_position_;
   std::vector<std::string> structural_;
   std::unordered_map<std::string, bool> valid_cache_;
+  // The constraints parsed once over the shape, dtype, defines and parameters (config_valid sets
+  // the parameters' slots); null when they do not parse (then no configuration is valid).
+  std::unique_ptr<ExprProgram> constraints_;
+  std::vector<size_t> constraint_slot_;            // per parameter: its variable in constraints_
   std::map<Params, Pending> pending_;
   int current_tier_ = 0;
   int stall_ = 0;  // mutations of the current tier reported without improvement, in a row

@@ -15,7 +15,9 @@
 # LEASE_RUN_BUDGET (default 6m), LEASE_SKIP_CHECK=1, LEASE_SKIP_NCU=1, LEASE_NCU_TARGETS (a,b: only
 # these under ncu), LEASE_PROFILE=1 (kiln eval --profile of rmsnorm/matmul seed and best, and
 # bench/profile_vs_torch.sh with LEASE_PROFILE_ARGS), LEASE_ABLATION=1 (a second kiln run without
-# profile guidance), LEASE_SCALING=1 (bench/gpu_scaling.sh into OUTDIR/scaling, last, on a machine
+# profile guidance), LEASE_PROFILED_SWEEPS (a,b: the seed and the whole template sweep of these
+# targets with --profile, into OUTDIR/sweeps/, for bench/search_replay.cc's guidance ablation),
+# LEASE_SCALING=1 (bench/gpu_scaling.sh into OUTDIR/scaling, last, on a machine
 # with two GPUs; SCALING_TARGETS and SCALING_BUDGET pass through), LEASE_NCU_PLAN (a file of "target params" lines, "seed" for the seed: profile
 # these instead of the bench's best), LEASE_NCU_LAUNCHES (launches profiled per eval, default 160). Follow-up calls must check that OUTDIR exists: a machine left idle for 30 s is
 # given back, and the next call gets a fresh one without it.
@@ -122,6 +124,20 @@ if [[ "${LEASE_PROFILE:-0}" == 1 ]]; then
   timeout 400 "$repo/bench/profile_vs_torch.sh" "$bundle" ${LEASE_PROFILE_ARGS:-} \
     > "$out/profile_vs_torch.log" 2>&1
   log "profile_vs_torch: rc=$? $(tail -1 "$out/profile_vs_torch.log")"
+fi
+
+if [[ -n "${LEASE_PROFILED_SWEEPS:-}" ]]; then
+  # Every configuration timed and profiled (bottleneck class per configuration): what the replay
+  # benchmark needs to compare guided and unguided searches over many seeds on a CPU.
+  mkdir -p "$out/sweeps"
+  for t in ${LEASE_PROFILED_SWEEPS//,/ }; do
+    log "profiled sweep $t: start"
+    timeout 120 "$kiln" eval "$t" --profile --json --cache-dir "$KILN_CACHE_DIR" \
+      > "$out/sweeps/$t.seed.json" 2> "$out/sweeps/$t.seed.log"
+    timeout 600 "$kiln" eval "$t" --sweep --profile --json --cache-dir "$KILN_CACHE_DIR" \
+      > "$out/sweeps/$t.sweep.json" 2> "$out/sweeps/$t.sweep.log"
+    log "profiled sweep $t: rc=$?"
+  done
 fi
 
 run_targets=${LEASE_RUN_TARGETS-"rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy"}

@@ -228,6 +228,39 @@ void expect_exhausts(const KernelSpec& spec, const Shape& shape, DType dtype, bo
   EXPECT_TRUE(p.operator_name.empty());
 }
 
+// The proposer checks constraints with a program parsed once; over whole real spaces it must
+// agree with satisfies_constraints (which parses per call) on every combination.
+TEST(BuiltinProposer, ItsConstraintCheckAgreesWithSatisfiesConstraintsOnEveryCombination) {
+  for (const char* name : {"layernorm", "rotary_embedding", "rmsnorm"}) {
+    SCOPED_TRACE(name);
+    RealTemplate real = load_real(name);
+    ASSERT_NE(real.spec, nullptr);
+    BuiltinProposer proposer(*real.spec, real.shape, real.dtype);
+    std::vector<Params> all = {Params{}};
+    for (const auto& [param, values] : real.spec->space) {
+      std::vector<Params> next;
+      for (int64_t v : values) {
+        for (Params p : all) {
+          p[param] = std::to_string(v);
+          next.push_back(std::move(p));
+        }
+      }
+      all = std::move(next);
+    }
+    size_t valid = 0;
+    for (const Params& p : all) {
+      Params merged = real.spec->defines;
+      for (const auto& [k, v] : p) merged[k] = v;
+      Result<bool> expected = eval::satisfies_constraints(*real.spec, real.shape, real.dtype, merged);
+      ASSERT_TRUE(expected.is_ok()) << expected.status().to_string();
+      ASSERT_EQ(proposer.valid(p), *expected) << cli::format_params(p);
+      valid += *expected;
+    }
+    EXPECT_GT(valid, 0u);
+    EXPECT_LT(valid, all.size());  // the constraints do rule configurations out
+  }
+}
+
 TEST(BuiltinProposer, NoDuplicatesUntilTheSyntheticSpaceIsExhausted) {
   KernelSpec spec = synthetic({{"BLOCK", {64, 128, 256, 512}},
                                {"VEC", {1, 2, 4, 8}},
