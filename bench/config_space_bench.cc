@@ -34,22 +34,12 @@ size_t combinations(const KernelSpec& k) {
 
 // The per-call path: every combination, first parameter fastest, checked on its own.
 size_t count_per_call(const KernelSpec& k, const Shape& shape, DType dtype) {
-  std::vector<Config> all = {k.defines};
-  for (const auto& [name, values] : k.space) {
-    std::vector<Config> next;
-    for (int64_t v : values) {
-      for (Config c : all) {
-        c[name] = std::to_string(v);
-        next.push_back(std::move(c));
-      }
-    }
-    all = std::move(next);
-  }
   size_t kept = 0;
-  for (const Config& c : all) {
+  eval::for_each_combination(k, [&](const Config& c) {
     Result<bool> ok = eval::satisfies_constraints(k, shape, dtype, c);
     kept += ok.is_ok() && *ok;
-  }
+    return true;
+  });
   return kept;
 }
 

@@ -103,6 +103,12 @@ Result<LaunchGeometry> launch_geometry(const KernelSpec& spec, const Shape& shap
 Result<bool> satisfies_constraints(const KernelSpec& spec, const Shape& shape, DType dtype,
                                    const std::map<std::string, std::string>& params);
 
+// Calls `take` with every combination of `spec`'s space (its defines plus one value of every
+// parameter; the first parameter in name order changes fastest), constraints not checked, until
+// `take` returns false.
+void for_each_combination(const KernelSpec& spec,
+                          const std::function<bool(const std::map<std::string, std::string>&)>& take);
+
 // Calls `take` with each configuration of `spec`'s space (its defines plus one value of every
 // parameter; the first parameter in name order changes fastest) that satisfies the constraints at
 // `shape`, until `take` returns false.

@@ -3,6 +3,7 @@
 
 #include "evaluator/evaluation.h"
 
+#include <cstdlib>
 #include <functional>
 
 namespace kiln::eval {
@@ -37,45 +38,50 @@ Result<bool> satisfies_constraints(const KernelSpec& spec, const Shape& shape, D
   return true;
 }
 
-void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
-                     const std::function<bool(const std::map<std::string, std::string>&)>& take) {
+void for_each_combination(const KernelSpec& spec,
+                          const std::function<bool(const std::map<std::string, std::string>&)>& take) {
   std::map<std::string, std::string> current = spec.defines;
   std::vector<std::pair<std::string, const std::vector<int64_t>*>> axes;
   for (const auto& [name, values] : spec.space) {
     if (values.empty()) return;  // an empty list: no configuration at all
     axes.push_back({name, &values});
-    current[name] = std::to_string(values.front());
+  }
+  // Odometer over the parameter lists, first parameter fastest.
+  std::vector<size_t> index(axes.size(), 0);
+  while (true) {
+    for (size_t i = 0; i < axes.size(); ++i) current[axes[i].first] = std::to_string((*axes[i].second)[index[i]]);
+    if (!take(current)) return;
+    size_t i = 0;
+    while (i < axes.size() && ++index[i] == axes[i].second->size()) index[i++] = 0;
+    if (i == axes.size()) return;
+  }
+}
+
+void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
+                     const std::function<bool(const std::map<std::string, std::string>&)>& take) {
+  std::map<std::string, std::string> first = spec.defines;
+  for (const auto& [name, values] : spec.space) {
+    if (values.empty()) return;
+    first[name] = std::to_string(values.front());
   }
   // The constraints are parsed once over the shape, the dtype's size, the numeric defines and the
-  // parameters; the odometer below only changes the parameters' values.
-  const ExprVars vars = expr_vars(shape, dtype, current);
+  // parameters; each combination only changes the parameters' values.
+  const ExprVars vars = expr_vars(shape, dtype, first);
   std::vector<std::string> names;
   for (const auto& [name, value] : vars) names.push_back(name);
   Result<ExprProgram> program = ExprProgram::compile(spec.constraints, names);
   if (!program.is_ok()) return;  // a constraint that does not parse admits nothing
   for (const auto& [name, value] : vars) program->set(program->variable(name), value);
-  std::vector<size_t> slot;
-  for (const auto& axis : axes) slot.push_back(program->variable(axis.first));
-  auto satisfied = [&] {
+  std::vector<std::pair<std::string, size_t>> slots;  // parameter -> its variable
+  for (const auto& [name, values] : spec.space) slots.push_back({name, program->variable(name)});
+  for_each_combination(spec, [&](const std::map<std::string, std::string>& params) {
+    for (const auto& [name, slot] : slots) program->set(slot, std::strtod(params.at(name).c_str(), nullptr));
     for (size_t c = 0; c < program->size(); ++c) {
       Result<double> v = program->eval(c);
-      if (!v.is_ok() || *v == 0) return false;
+      if (!v.is_ok() || *v == 0) return true;  // not admitted: on to the next
     }
-    return true;
-  };
-  // Odometer over the parameter lists, first parameter fastest.
-  std::vector<size_t> index(axes.size(), 0);
-  while (true) {
-    for (size_t i = 0; i < axes.size(); ++i) {
-      const int64_t value = (*axes[i].second)[index[i]];
-      program->set(slot[i], static_cast<double>(value));
-      current[axes[i].first] = std::to_string(value);
-    }
-    if (satisfied() && !take(current)) return;
-    size_t i = 0;
-    while (i < axes.size() && ++index[i] == axes[i].second->size()) index[i++] = 0;
-    if (i == axes.size()) return;
-  }
+    return take(params);
+  });
 }
 
 TimingStats timing_stats(const std::vector<double>& samples_us,

@@ -1,6 +1,7 @@
-// for_each_config parses a template's constraints once and walks its space with an odometer; it
-// must admit exactly the configurations that satisfies_constraints (which parses per call) admits,
-// in the same order, for every built-in template on each backend, at the benchmark shape.
+// for_each_config parses a template's constraints once and walks its space; it must admit exactly
+// the configurations that satisfies_constraints (which parses per call) admits, in the same order,
+// for every built-in template on each backend, at the benchmark shape. for_each_combination is
+// checked against the size of the space.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -15,24 +16,14 @@ namespace {
 
 using Config = std::map<std::string, std::string>;
 
-// Every combination of the space (first parameter fastest), kept when satisfies_constraints says so.
+// Every combination of the space, kept when satisfies_constraints says so.
 std::vector<Config> brute_force(const KernelSpec& k, const Shape& shape, DType dtype) {
-  std::vector<Config> all = {k.defines};
-  for (const auto& [name, values] : k.space) {
-    std::vector<Config> next;
-    for (int64_t v : values) {
-      for (Config c : all) {
-        c[name] = std::to_string(v);
-        next.push_back(std::move(c));
-      }
-    }
-    all = std::move(next);
-  }
   std::vector<Config> kept;
-  for (const Config& c : all) {
+  for_each_combination(k, [&](const Config& c) {
     Result<bool> ok = satisfies_constraints(k, shape, dtype, c);
     if (ok.is_ok() && *ok) kept.push_back(c);
-  }
+    return true;
+  });
   return kept;
 }
 
@@ -52,6 +43,10 @@ TEST(ConfigSpace, ForEachConfigAdmitsExactlyWhatEachConstraintCheckAdmitsForEver
         walked.push_back(c);
         return true;
       });
+      size_t combinations = 1, walked_all = 0;
+      for (const auto& [param, values] : b->tunable->space) combinations *= values.size();
+      for_each_combination(*b->tunable, [&](const Config&) { return ++walked_all > 0; });
+      EXPECT_EQ(walked_all, combinations) << name << " " << backend;
       const std::vector<Config> expected = brute_force(*b->tunable, shape, dtype);
       EXPECT_FALSE(expected.empty()) << name << " " << backend;
       EXPECT_EQ(walked, expected) << name << " " << backend << ": " << walked.size() << " against "

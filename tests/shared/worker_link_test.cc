@@ -113,11 +113,13 @@ TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAga
     auto got = router_->receive(0);
     ASSERT_TRUE(got.is_ok());
     if (!got->has_value()) continue;
-    EXPECT_EQ((*got)->peer, "w-8");
     auto env = proto::decode((*got)->payload);
     ASSERT_TRUE(env.is_ok());
     heartbeat = heartbeat || std::holds_alternative<proto::Heartbeat>(env->body);
     hello_again = std::holds_alternative<proto::Hello>(env->body);
+    // The new socket takes over the identity (ROUTER_HANDOVER); a heartbeat still in the old
+    // connection's pipe may arrive under an id the ROUTER made up, so only the hello is checked.
+    if (hello_again) EXPECT_EQ((*got)->peer, "w-8");
   }
   EXPECT_TRUE(heartbeat);
   EXPECT_TRUE(hello_again);
