@@ -102,18 +102,7 @@ BuiltinProposer::BuiltinProposer(const KernelSpec& spec, Shape shape, DType dtyp
     names_.push_back(name);
     values_.push_back(values);
   }
-  {
-    Config first(names_.size(), 0);
-    const ExprVars vars = expr_vars(shape_, dtype_, to_params(spec_.defines, first));
-    std::vector<std::string> variables;
-    for (const auto& [name, value] : vars) variables.push_back(name);
-    Result<ExprProgram> program = ExprProgram::compile(spec_.constraints, variables);
-    if (program.is_ok()) {
-      constraints_ = std::make_unique<ExprProgram>(std::move(program).value());
-      for (const auto& [name, value] : vars) constraints_->set(constraints_->variable(name), value);
-      for (const auto& name : names_) constraint_slot_.push_back(constraints_->variable(name));
-    }
-  }
+  constraints_ = std::make_unique<eval::ConstraintCheck>(spec_, shape_, dtype_, names_);
   // Tiers: the given groups restricted to the space (each name once), unlisted names last.
   Tiers groups = options_.tiers.empty() ? default_tiers(spec_) : options_.tiers;
   std::set<std::string> placed;
@@ -214,19 +203,15 @@ Params BuiltinProposer::to_params(const Params& base, const Config& c) const {
   return p;
 }
 
+BuiltinProposer::~BuiltinProposer() = default;
+
 bool BuiltinProposer::config_valid(const Config& c) {
   std::string key = config_key(c);
   auto it = valid_cache_.find(key);
   if (it != valid_cache_.end()) return it->second;
-  // A constraint that cannot be evaluated rules the config out.
-  bool valid = constraints_ != nullptr;
-  for (size_t i = 0; valid && i < names_.size(); ++i) {
-    constraints_->set(constraint_slot_[i], static_cast<double>(values_[i][c[i]]));
-  }
-  for (size_t k = 0; valid && k < constraints_->size(); ++k) {
-    Result<double> v = constraints_->eval(k);
-    valid = v.is_ok() && *v != 0;
-  }
+  std::vector<double> values(names_.size());
+  for (size_t i = 0; i < names_.size(); ++i) values[i] = static_cast<double>(values_[i][c[i]]);
+  const bool valid = constraints_->admits(values);  // a constraint that cannot be evaluated rules it out
   if (valid_cache_.size() >= (size_t{1} << 20)) valid_cache_.clear();  // huge spaces: bounded
   valid_cache_.emplace(std::move(key), valid);
   return valid;

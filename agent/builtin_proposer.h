@@ -39,8 +39,11 @@
 #include <vector>
 
 #include "shared/dtype.h"
-#include "shared/expr.h"
 #include "shared/target_spec.h"
+
+namespace kiln::eval {
+class ConstraintCheck;
+}  // namespace kiln::eval
 
 namespace kiln::agent {
 
@@ -119,6 +122,7 @@ class BuiltinProposer {
   // at (the benchmark shape and the timed dtype).
   BuiltinProposer(const KernelSpec& spec, Shape shape, DType dtype,
                   BuiltinProposerOptions options = {});
+  ~BuiltinProposer();
 
   // Picks an operator (crossover with `second` when given, now and then switch_variant, else
   // mutate) and falls back to mutate when the chosen one finds nothing.
@@ -202,10 +206,7 @@ class BuiltinProposer {
   std::vector<int> tier_by_position_;
   std::vector<std::string> structural_;
   std::unordered_map<std::string, bool> valid_cache_;
-  // The constraints parsed once over the shape, dtype, defines and parameters (config_valid sets
-  // the parameters' slots); null when they do not parse (then no configuration is valid).
-  std::unique_ptr<ExprProgram> constraints_;
-  std::vector<size_t> constraint_slot_;            // per parameter: its variable in constraints_
+  std::unique_ptr<eval::ConstraintCheck> constraints_;  // parsed once, over names_
   std::map<Params, Pending> pending_;
   int current_tier_ = 0;
   int stall_ = 0;  // mutations of the current tier reported without improvement, in a row

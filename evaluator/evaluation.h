@@ -14,6 +14,7 @@
 #include "evaluator/reference.h"
 #include "evaluator/sandbox.h"
 #include "evaluator/tensor_data.h"
+#include "shared/expr.h"
 #include "shared/protocol.h"
 #include "shared/target_spec.h"
 
@@ -102,6 +103,22 @@ Result<LaunchGeometry> launch_geometry(const KernelSpec& spec, const Shape& shap
 // Whether a template configuration satisfies the spec's constraints at `shape`.
 Result<bool> satisfies_constraints(const KernelSpec& spec, const Shape& shape, DType dtype,
                                    const std::map<std::string, std::string>& params);
+
+// A template's constraints at one shape and dtype, parsed once: each check only changes the
+// parameters' values (for_each_config over a whole space, the built-in proposer's neighbours).
+// Not thread-safe.
+class ConstraintCheck {
+ public:
+  // `parameters`: the names whose values admits() takes, in that order.
+  ConstraintCheck(const KernelSpec& spec, const Shape& shape, DType dtype, std::vector<std::string> parameters);
+  // Whether the configuration with values[i] for parameters[i] meets every constraint; false when
+  // one cannot be evaluated, and for every configuration when the constraints do not parse.
+  bool admits(const std::vector<double>& values);
+
+ private:
+  std::optional<ExprProgram> program_;
+  std::vector<size_t> slots_;  // per parameter: its variable in program_
+};
 
 // Calls `take` with every combination of `spec`'s space (its defines plus one value of every
 // parameter; the first parameter in name order changes fastest), constraints not checked, until

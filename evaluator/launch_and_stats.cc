@@ -57,30 +57,39 @@ void for_each_combination(const KernelSpec& spec,
   }
 }
 
-void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
-                     const std::function<bool(const std::map<std::string, std::string>&)>& take) {
-  std::map<std::string, std::string> first = spec.defines;
-  for (const auto& [name, values] : spec.space) {
-    if (values.empty()) return;
-    first[name] = std::to_string(values.front());
-  }
-  // The constraints are parsed once over the shape, the dtype's size, the numeric defines and the
-  // parameters; each combination only changes the parameters' values.
-  const ExprVars vars = expr_vars(shape, dtype, first);
+ConstraintCheck::ConstraintCheck(const KernelSpec& spec, const Shape& shape, DType dtype,
+                                 std::vector<std::string> parameters) {
+  // The variables: the shape, the dtype's size, the numeric defines, and the parameters.
+  ExprVars vars = expr_vars(shape, dtype, spec.defines);
+  for (const std::string& name : parameters) vars[name] = 0;
   std::vector<std::string> names;
   for (const auto& [name, value] : vars) names.push_back(name);
   Result<ExprProgram> program = ExprProgram::compile(spec.constraints, names);
-  if (!program.is_ok()) return;  // a constraint that does not parse admits nothing
-  for (const auto& [name, value] : vars) program->set(program->variable(name), value);
-  std::vector<std::pair<std::string, size_t>> slots;  // parameter -> its variable
-  for (const auto& [name, values] : spec.space) slots.push_back({name, program->variable(name)});
+  if (!program.is_ok()) return;  // constraints that do not parse admit nothing
+  program_.emplace(std::move(program).value());
+  for (const auto& [name, value] : vars) program_->set(program_->variable(name), value);
+  for (const std::string& name : parameters) slots_.push_back(program_->variable(name));
+}
+
+bool ConstraintCheck::admits(const std::vector<double>& values) {
+  if (!program_) return false;
+  for (size_t i = 0; i < slots_.size() && i < values.size(); ++i) program_->set(slots_[i], values[i]);
+  for (size_t c = 0; c < program_->size(); ++c) {
+    Result<double> v = program_->eval(c);
+    if (!v.is_ok() || *v == 0) return false;
+  }
+  return true;
+}
+
+void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
+                     const std::function<bool(const std::map<std::string, std::string>&)>& take) {
+  std::vector<std::string> parameters;
+  for (const auto& [name, values] : spec.space) parameters.push_back(name);
+  ConstraintCheck check(spec, shape, dtype, parameters);
+  std::vector<double> values(parameters.size());
   for_each_combination(spec, [&](const std::map<std::string, std::string>& params) {
-    for (const auto& [name, slot] : slots) program->set(slot, std::strtod(params.at(name).c_str(), nullptr));
-    for (size_t c = 0; c < program->size(); ++c) {
-      Result<double> v = program->eval(c);
-      if (!v.is_ok() || *v == 0) return true;  // not admitted: on to the next
-    }
-    return take(params);
+    for (size_t i = 0; i < parameters.size(); ++i) values[i] = std::strtod(params.at(parameters[i]).c_str(), nullptr);
+    return !check.admits(values) || take(params);
   });
 }
 
