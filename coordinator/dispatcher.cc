@@ -148,7 +148,7 @@ void Dispatcher::on_proposal(const std::string& peer, proto::Proposal proposal) 
   proposals_.push_back(std::move(proposal));
 }
 
-void Dispatcher::lose_worker_tasks(const std::string& peer, const std::string& why, bool died) {
+void Dispatcher::drop_worker(const std::string& peer, const std::string& why, bool died) {
   auto w = workers_.find(peer);
   if (w != workers_.end()) {
     std::vector<std::string> held(w->second.tasks.begin(), w->second.tasks.end());
@@ -159,6 +159,8 @@ void Dispatcher::lose_worker_tasks(const std::string& peer, const std::string& w
     if (f.peer == peer) asked.push_back(id);
   }
   for (const auto& id : asked) fail_proposal(id, why);
+  workers_.erase(peer);
+  peers_.remove(peer);
 }
 
 void Dispatcher::requeue(const std::string& task_id, const std::string& why, bool worker_died) {
@@ -227,9 +229,7 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
         if (p != peer && w.hello.worker_id == hello->worker_id) old.push_back(p);
       }
       for (const std::string& p : old) {
-        lose_worker_tasks(p, "worker " + hello->worker_id + " reconnected", false);
-        workers_.erase(p);
-        peers_.remove(p);
+        drop_worker(p, "worker " + hello->worker_id + " reconnected", false);
       }
     }
     Worker& w = workers_[peer];
@@ -259,9 +259,7 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
     worker->second.credits += credit->count;
   } else if (auto* bye = std::get_if<proto::Bye>(&env->body)) {
     spdlog::info("worker {} left: {}", worker->second.hello.worker_id, bye->reason);
-    lose_worker_tasks(peer, "its worker left", false);
-    workers_.erase(worker);
-    peers_.remove(peer);
+    drop_worker(peer, "its worker left", false);
   } else if (std::holds_alternative<proto::Heartbeat>(env->body) ||
              std::holds_alternative<proto::Error>(env->body)) {
     if (auto* e = std::get_if<proto::Error>(&env->body)) {
@@ -341,8 +339,7 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
     ++stats_.workers_lost;
     spdlog::warn("worker {} is silent; its {} task(s) go back to the queue", w->second.hello.worker_id,
                  w->second.tasks.size());
-    lose_worker_tasks(peer, "worker " + w->second.hello.worker_id + " went silent", true);
-    workers_.erase(w);
+    drop_worker(peer, "worker " + w->second.hello.worker_id + " went silent", true);
   }
   std::vector<std::string> stale;
   for (const auto& [id, f] : in_flight_) {

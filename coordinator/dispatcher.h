@@ -132,7 +132,8 @@ class Dispatcher {
   void requeue(const std::string& task_id, const std::string& why, bool worker_died);
   void fail_proposal(const std::string& task_id, const std::string& why);
   void on_proposal(const std::string& peer, proto::Proposal proposal);
-  void lose_worker_tasks(const std::string& peer, const std::string& why, bool died);
+  // Requeues the worker's tasks, fails the proposals it was asked for, and forgets it.
+  void drop_worker(const std::string& peer, const std::string& why, bool died);
 
   redis::Store* store_;
   DispatcherOptions options_;

@@ -198,9 +198,6 @@ struct Engine::TargetState {
   uint32_t slots = 1;  // evaluations it may have queued or running (allocate_slots below)
   uint32_t next_island = 0;
   std::vector<std::string> submitted;  // candidate ids sent for evaluation, in order
-  // Every configuration of the template that meets its constraints at the benchmark shape, in
-  // the space's order (the seed's children are drawn from it), shared by the target's units.
-  std::shared_ptr<const std::vector<Params>> configs;
   std::string seed_id;                 // the baseline's candidate id, once verified
 
   // The physical floor at the benchmark shape, from the best's measured fraction of it; 0 when
@@ -227,16 +224,15 @@ Engine::Engine(std::vector<TargetSpec> targets, Dispatcher& dispatcher, EngineOp
   // 10,800): done once here, before any worker connects, never inside the loop that must keep
   // heartbeating (a loop stalled for seconds makes evaluators give up on the coordinator).
   for (const TargetSpec& spec : specs_) {
-    auto configs = std::make_shared<std::vector<Params>>();
+    std::vector<Params>& configs = configs_[spec.name];
     const BackendSpec* b = spec.backend(options_.backend);
     if (b && b->tunable) {
       const Shape bench = spec.benchmark_for(options_.backend);
       eval::for_each_config(*b->tunable, bench, b->dtypes.front(), [&](const Params& p) {
-        configs->push_back(p);
+        configs.push_back(p);
         return true;
       });
     }
-    configs_[spec.name] = std::move(configs);
   }
   for (const std::string& model : options_.gpu_models) add_gpu_model(model);
 }
@@ -251,7 +247,6 @@ bool Engine::add_gpu_model(const std::string& model) {
     st->dtype = st->backend ? st->backend->dtypes.front() : DType::kF32;
     st->report.target = st->spec.name;
     st->report.gpu_model = model;
-    st->configs = configs_[spec.name];
     if (!st->backend) {
       st->report.state = "failed: no kernels for the " + options_.backend + " backend";
       st->done = true;
@@ -528,7 +523,7 @@ Status Engine::top_up(size_t t) {
       // The seed is another kernel: its children are template configurations, the first in the
       // space's order, then random ones.
       std::vector<Params> fresh;
-      for (const Params& p : *st.configs) {
+      for (const Params& p : configs_.at(st.spec.name)) {
         if (!seen(p)) fresh.push_back(p);
         if (fresh.size() >= 64) break;
       }

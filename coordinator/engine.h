@@ -221,8 +221,9 @@ class Engine {
   Dispatcher* dispatcher_;
   EngineOptions options_;
   std::vector<TargetSpec> specs_;           // every target, for the populations of a new model
-  std::map<std::string, std::shared_ptr<const std::vector<std::map<std::string, std::string>>>>
-      configs_;                             // each target's valid template configurations
+  // Each target's template configurations that meet its constraints at the benchmark shape, in
+  // the space's order (the seed's children are drawn from them), listed once at construction.
+  std::map<std::string, std::vector<std::map<std::string, std::string>>> configs_;
   std::vector<std::string> record_models_;  // GPU models with populations, in order added
   std::vector<std::unique_ptr<TargetState>> targets_;
   std::map<std::string, Pending> pending_;  // by task id
