@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -142,14 +143,14 @@ struct Trace {
 // The replay evaluator: a worker thread that answers every task from the recording.
 void replay_worker(zmq::context_t& ctx, const std::string& endpoint, const net::HeartbeatPolicy& heartbeat,
                    const Recording& rec, Trace* trace, const std::atomic<bool>& stop) {
-  auto link = net::WorkerLink::connect(ctx, endpoint, "replay", heartbeat, "evaluator");
+  auto link = net::WorkerLink::connect(ctx, endpoint, "replay", heartbeat, "an evaluator");
   if (!link.is_ok()) return;
   auto announce = [&] {
     link->send(net::worker_hello(proto::kRoleEvaluator, "replay", {"cuda"}, 4));
     link->send(proto::Credit{4});
   };
   announce();
-  std::map<std::string, bool> seen;
+  std::set<std::string> seen;
   while (!stop.load()) {
     auto got = link->receive(5);
     if (!got.is_ok()) return;
@@ -178,7 +179,7 @@ void replay_worker(zmq::context_t& ctx, const std::string& endpoint, const net::
         res.metrics = r->metrics;
         if (missing) res.log = "not in the recorded sweep";
         if (t->profile) res.bottleneck = r->bottleneck;
-        if (seen.emplace(t->candidate_id, true).second) {
+        if (seen.insert(t->candidate_id).second) {
           trace->times_us.push_back(r->outcome == proto::Outcome::kVerified ? r->median_us : 0);
           trace->unrecorded += missing.has_value();
         } else {

@@ -48,21 +48,21 @@ Status read_evaluator(JsonFields& f, EvaluatorConfig* c) {
 }
 
 Status read_search(JsonFields& f, SearchConfig* c) {
-  for (const char* key : {"islands", "population", "max_proposals_without_gain", "min_gain_rel",
-                          "time_budget_s", "rank_alpha", "children_beta", "migration_interval",
-                          "floor_fraction", "speedup_target"}) {
+  // Each key as it is read: the file named it or the default stands (SearchConfig::named).
+  auto read = [&](const char* key, auto* out) {
     if (f.has(key)) c->named.insert(key);
-  }
-  KILN_RETURN_IF_ERROR(f.get("islands", &c->islands));
-  KILN_RETURN_IF_ERROR(f.get("population", &c->population));
-  KILN_RETURN_IF_ERROR(f.get("max_proposals_without_gain", &c->max_proposals_without_gain));
-  KILN_RETURN_IF_ERROR(f.get("min_gain_rel", &c->min_gain_rel));
-  KILN_RETURN_IF_ERROR(f.get("time_budget_s", &c->time_budget_s));
-  KILN_RETURN_IF_ERROR(f.get("rank_alpha", &c->rank_alpha));
-  KILN_RETURN_IF_ERROR(f.get("children_beta", &c->children_beta));
-  KILN_RETURN_IF_ERROR(f.get("migration_interval", &c->migration_interval));
-  KILN_RETURN_IF_ERROR(f.get("floor_fraction", &c->floor_fraction));
-  KILN_RETURN_IF_ERROR(f.get("speedup_target", &c->speedup_target));
+    return f.get(key, out);
+  };
+  KILN_RETURN_IF_ERROR(read("islands", &c->islands));
+  KILN_RETURN_IF_ERROR(read("population", &c->population));
+  KILN_RETURN_IF_ERROR(read("max_proposals_without_gain", &c->max_proposals_without_gain));
+  KILN_RETURN_IF_ERROR(read("min_gain_rel", &c->min_gain_rel));
+  KILN_RETURN_IF_ERROR(read("time_budget_s", &c->time_budget_s));
+  KILN_RETURN_IF_ERROR(read("rank_alpha", &c->rank_alpha));
+  KILN_RETURN_IF_ERROR(read("children_beta", &c->children_beta));
+  KILN_RETURN_IF_ERROR(read("migration_interval", &c->migration_interval));
+  KILN_RETURN_IF_ERROR(read("floor_fraction", &c->floor_fraction));
+  KILN_RETURN_IF_ERROR(read("speedup_target", &c->speedup_target));
   if (c->islands == 0) return f.field_error("islands", "must be at least 1");
   if (c->population == 0) return f.field_error("population", "must be at least 1");
   if (!(c->min_gain_rel >= 0 && c->min_gain_rel < 1)) {

@@ -48,9 +48,8 @@ Result<std::optional<proto::Envelope>> WorkerLink::receive(int timeout_ms) {
 }
 
 void WorkerLink::refuse(const proto::Envelope& env) {
-  const std::string article = !role_.empty() && std::string_view("aeiou").find(role_[0]) != std::string_view::npos ? "an " : "a ";
   send(proto::make_error_reply(env.id, std::string(proto::kErrorBadMessage),
-                               article + role_ + " does not accept '" + std::string(proto::type_name(env.body)) +
+                               role_ + " does not accept '" + std::string(proto::type_name(env.body)) +
                                    "' messages").body);
 }
 

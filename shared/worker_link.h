@@ -26,7 +26,7 @@ namespace kiln::net {
 class WorkerLink {
  public:
   // Connects to the coordinator at `endpoint` as `worker_id` (the DEALER's identity, kept across
-  // reconnects). `role` ("evaluator", "agent") names the worker in the errors it sends back.
+  // reconnects). `role` ("an evaluator", "an agent") names the worker in the errors it sends back.
   static Result<WorkerLink> connect(zmq::context_t& context, const std::string& endpoint,
                                     const std::string& worker_id, const HeartbeatPolicy& heartbeat,
                                     std::string role);

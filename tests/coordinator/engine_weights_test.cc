@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <string>
 

@@ -50,7 +50,7 @@ class WorkerLinkTest : public ::testing::Test {
 };
 
 TEST_F(WorkerLinkTest, ReturnsWorkAnswersGarbageAndRefusalsAndSwallowsHeartbeats) {
-  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-7", HeartbeatPolicy{}, "agent");
+  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-7", HeartbeatPolicy{}, "an agent");
   ASSERT_TRUE(link.is_ok()) << link.status().to_string();
   link->send(worker_hello(proto::kRoleAgent, "w-7", {"cpu"}, 2));
   std::string peer;
@@ -93,7 +93,7 @@ TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAga
   fast.interval_ms = 20;
   fast.liveness = 3;
   fast.reconnect_initial_ms = 50;
-  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-8", fast, "evaluator");
+  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-8", fast, "an evaluator");
   ASSERT_TRUE(link.is_ok()) << link.status().to_string();
   int announced = 0;
   std::atomic<bool> stop{false};
