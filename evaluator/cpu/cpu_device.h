@@ -15,7 +15,7 @@
 namespace kiln::eval {
 
 // Hazard: the candidate is host code running in the very process that times it. It can read and
-// write anything here -- the clock (steady_clock goes through the vDSO), the caller's stack, the
+// write anything here -- the clocks (steady_clock goes through the vDSO), the caller's stack, the
 // scratch buffer, other kernels' memory -- and its static constructors run inside load(). So the
 // verifier, the reference and the checker must live in ANOTHER process than the one that owns a
 // CpuDevice (the sandbox child), verdicts must not be taken from this process's word alone, and
@@ -51,7 +51,8 @@ class CpuDevice : public Device {
   Status launch(KernelHandle kernel, const LaunchGeometry& geometry,
                 const std::vector<KernelArg>& args) override;
   Status synchronize() override { return Status::ok(); }  // launches are synchronous
-  // steady_clock around the call. With flush_l2, a 64 MiB scratch buffer is written first
+  // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID) around the call: time spent
+  // descheduled while other processes run is not counted. With flush_l2, a 64 MiB scratch buffer is written first
   // (outside the timed region) to evict the caches; CPUs with a larger last-level cache than
   // that are timed partly warm.
   Result<double> time_launch(KernelHandle kernel, const LaunchGeometry& geometry,

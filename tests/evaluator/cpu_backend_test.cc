@@ -1,11 +1,15 @@
 // Tests of the cpu backend: CpuCompiler (system compiler + trampoline) and CpuDevice (dlopen,
-// host memory, steady_clock timing), with real compiles.
+// host memory, thread CPU-time timing), with real compiles.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "evaluator/cpu/cpu_compiler.h"
@@ -331,6 +335,58 @@ TEST(CpuDevice, TimeLaunchGrowsWithWork) {
   EXPECT_GT(large_us, small_us);
   EXPECT_EQ(device->time_launch(*kernel + 100, {}, {}, false).status().code(),
             StatusCode::kNotFound);
+}
+
+// A kernel's time is its own work: pinned to one core beside three busy threads, it gets about a
+// quarter of the wall clock, and the time it reports stays near what it does alone instead of
+// growing with the wait (a loaded CI runner must not turn into noisy, inflated timings).
+TEST(CpuDevice, TimeLaunchDoesNotCountTimeGivenToOtherThreads) {
+  auto compiler = make_compiler();
+  auto device = make_device();
+  ASSERT_TRUE(compiler && device);
+  CompileOutput out = compiler->compile(repeat_request());
+  ASSERT_TRUE(out.ok) << out.log;
+  auto kernel = device->load(out.binary, "repeat");
+  ASSERT_TRUE(kernel.is_ok()) << kernel.status().to_string();
+  const int64_t n = 1 << 14;
+  void* dx = upload(*device, std::vector<float>(n, 1.0f));
+  void* dy = upload(*device, std::vector<float>(n, 0.0f));
+  const std::vector<KernelArg> args = {KernelArg::pointer(dx), KernelArg::pointer(dy), KernelArg::int64(n),
+                                       KernelArg::int64(800)};
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved)) ++cpu;
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) GTEST_SKIP() << "cannot pin threads to one core here";
+  auto alone = device->time_launch(*kernel, {}, args, false);
+  ASSERT_TRUE(alone.is_ok()) << alone.status().to_string();
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> spinning{0};
+  std::vector<std::thread> busy;
+  for (int i = 0; i < 3; ++i) {
+    busy.emplace_back([&] {
+      sched_setaffinity(0, sizeof(one), &one);
+      ++spinning;
+      while (!stop.load(std::memory_order_relaxed)) {
+      }
+    });
+  }
+  while (spinning.load() < 3) std::this_thread::yield();
+  const auto start = std::chrono::steady_clock::now();
+  auto shared = device->time_launch(*kernel, {}, args, false);
+  const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  stop = true;
+  for (auto& t : busy) t.join();
+  sched_setaffinity(0, sizeof(saved), &saved);
+  ASSERT_TRUE(shared.is_ok()) << shared.status().to_string();
+  // Four runnable threads on one core: the wall clock is about four times the kernel's work.
+  EXPECT_LT(*shared, 0.6 * wall_us) << "reported " << *shared << " us, alone " << *alone << " us";
+  EXPECT_LT(*shared, 2.0 * *alone) << "wall " << wall_us << " us";
+  EXPECT_GT(*shared, 0.5 * *alone) << "wall " << wall_us << " us";
 }
 
 TEST(CpuDevice, TwoLoadedKernelsCoexist) {

@@ -125,10 +125,22 @@ std::string scripted_config(const testing::TempDir& dir, const testing::FakeLlmS
 }
 
 // The run's best for reduce is the model's kernel (no template configuration has 16 accumulators).
+// On failure it shows what the run did: every result (operator, outcome, time) and the agent's
+// counters, so that a miss says whether the model was never asked, or asked and beaten.
 void expect_best_is_the_models_kernel(const std::string& out, const std::string& output) {
   nlohmann::json best = read_json(out + "/best/reduce.json");
   ASSERT_TRUE(best.is_object()) << output;
-  EXPECT_NE(best["source"].get<std::string>().find("acc[16]"), std::string::npos) << best.dump();
+  std::string story;
+  std::ifstream results(out + "/results.jsonl");
+  for (std::string line; std::getline(results, line);) {
+    nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+    if (r.is_object()) story += r.value("task_id", "?") + " " + r.value("outcome", "?") + " " +
+                                std::to_string(r["timing"].value("median_us", 0.0)) + " us\n";
+  }
+  std::ifstream agents(out + "/agents.json");
+  story += "agents: " + std::string(std::istreambuf_iterator<char>(agents), {}) + "\n";
+  EXPECT_NE(best["source"].get<std::string>().find("acc[16]"), std::string::npos)
+      << best.dump() << "\nresults:\n" << story << output;
   EXPECT_EQ(best["verification"]["outcome"], "verified") << best.dump();
 }
 
