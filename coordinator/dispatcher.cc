@@ -318,6 +318,9 @@ Status Dispatcher::dispatch() {
 
 Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
   merged_.clear();
+  // Work queued since the last turn (a child proposed on a result) leaves before this turn
+  // waits: otherwise every task waited out one whole timeout with a worker idle.
+  KILN_RETURN_IF_ERROR(dispatch());
   int wait = timeout_ms;
   while (true) {
     Result<std::optional<net::RoutedMessage>> got = router_.receive(wait);

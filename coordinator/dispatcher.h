@@ -88,8 +88,9 @@ class Dispatcher {
   // reconnect and answer; whichever answer comes first is merged). Returns how many.
   Result<size_t> recover();
 
-  // One turn of the event loop: waits up to timeout_ms for a message and handles every message
-  // already waiting, then dispatches, heartbeats, expires silent workers and stale leases.
+  // One turn of the event loop: dispatches what was queued since the last turn, waits up to
+  // timeout_ms for a message and handles every message already waiting, then dispatches again,
+  // heartbeats, expires silent workers and stale leases.
   // Returns the results merged in this turn. Fails only when the socket or Redis is unusable.
   Result<std::vector<proto::EvaluationResult>> poll(int timeout_ms);
 

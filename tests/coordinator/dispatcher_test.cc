@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <thread>
 
 #include <msgpack.hpp>
 
@@ -143,6 +144,39 @@ TEST_F(DispatcherTest, SendsOnlyMatchingTasksAndMergesEachResultOnce) {
   EXPECT_TRUE(store_->get_result("a", "cpu/test")->has_value());
   EXPECT_FALSE(store_->lease_payload(t->task_id)->has_value());
   EXPECT_EQ(dispatcher_->in_flight(), 0u);
+}
+
+TEST_F(DispatcherTest, ATaskQueuedBetweenTurnsLeavesBeforeTheNextTurnWaits) {
+  // The engine queues a child when a result comes in, then polls again. That child must go out
+  // at the start of the turn, not after the turn's wait: a result to it is then merged in the
+  // same turn. (Before, each task sat out one whole poll timeout with its worker idle.)
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1", {"cpu"});
+  w.send(proto::Credit{1});
+  dispatcher_->submit(task("first"));
+  auto first = receive_task(w);
+  ASSERT_TRUE(first.has_value());
+  w.send(proto::Credit{1});  // before the answer: handled once the answer is merged
+  w.send(w.answer(*first));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+
+  dispatcher_->submit(task("second"));
+  std::thread worker([&] {  // answers the task as soon as it arrives
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < give_up) {
+      if (auto env = w.next()) {
+        if (auto* t = std::get_if<proto::EvaluateTask>(&env->body)) {
+          w.send(w.answer(*t));
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  auto turn = dispatcher_->poll(4000);  // one turn
+  worker.join();
+  ASSERT_TRUE(turn.is_ok()) << turn.status().to_string();
+  ASSERT_EQ(turn->size(), 1u);
+  EXPECT_EQ((*turn)[0].candidate_id, "second");
 }
 
 TEST_F(DispatcherTest, ATaskNamingAGpuModelGoesOnlyToAnEvaluatorOfThatModel) {
