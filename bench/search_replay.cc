@@ -12,6 +12,10 @@
 // Times are replayed exactly (a re-time returns the recorded median), so a run is deterministic
 // for its seed; a configuration the sweep lacks (the template changed since) is answered as an
 // internal error and counted.
+//   --reclassify: the bottleneck class of every recorded configuration is computed again from its
+//   recorded metrics by this build's classifier (evaluator/profile/bottleneck.cc), with the device
+//   ceilings of the "device ceilings:" line of T.sweep.log beside the sweep -- how a change to the
+//   classifier or its hints is judged on old recordings without a GPU.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -34,6 +38,7 @@
 #include <unistd.h>
 
 #include "coordinator/engine.h"
+#include "evaluator/profile/bottleneck.h"
 #include "evaluator/result_json.h"
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
@@ -101,7 +106,42 @@ Recorded recorded_from(const json& r) {
   return out;
 }
 
-Result<Recording> load_recording(const std::string& sweep_path, const TargetSpec& spec, double within) {
+// The ceilings `kiln eval` printed before the sweep: "device ceilings: copy 2.96 TB/s, f16 tensor
+// cores 958 TFLOP/s" (the second part only where the matrix rate was measured).
+struct Ceilings {
+  double bandwidth_bytes_per_s = 0;
+  double matrix_flops_per_s = 0;
+};
+
+Result<Ceilings> ceilings_from_log(const std::string& log_path) {
+  std::ifstream in(log_path);
+  if (!in) return invalid_argument(log_path + ": missing (--reclassify reads the device ceilings from the sweep's log)");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("device ceilings: copy ");
+    if (at == std::string::npos) continue;
+    Ceilings c;
+    double tbs = 0, tflops = 0;
+    const char* text = line.c_str() + at;
+    const int n = std::sscanf(text, "device ceilings: copy %lf TB/s, f16 tensor cores %lf TFLOP/s", &tbs, &tflops);
+    if (n < 1 || tbs <= 0) break;
+    c.bandwidth_bytes_per_s = tbs * 1e12;
+    if (n == 2) c.matrix_flops_per_s = tflops * 1e12;
+    return c;
+  }
+  return invalid_argument(log_path + ": no 'device ceilings: copy X TB/s' line to reclassify with");
+}
+
+// This build's class of a recorded evaluation ("" where the recording has no profile).
+void reclassify(Recorded* r, const Ceilings& c) {
+  const profile::ProfileMetrics m = profile::metrics_from_map(r->metrics);
+  if (!m.has_counters() && !m.registers) return;  // never profiled: nothing to classify
+  const profile::Roofline roof = profile::roofline_from(r->metrics, c.bandwidth_bytes_per_s, c.matrix_flops_per_s);
+  r->bottleneck = std::string(profile::class_name(profile::classify(m, roof).cls));
+}
+
+Result<Recording> load_recording(const std::string& sweep_path, const TargetSpec& spec, double within,
+                                 bool reclassify_all) {
   std::ifstream in(sweep_path);
   json sweep = json::parse(in, nullptr, false);
   if (sweep.is_discarded() || !sweep.contains("results")) {
@@ -122,6 +162,12 @@ Result<Recording> load_recording(const std::string& sweep_path, const TargetSpec
     bool complete = false;
     const std::string k = key_of(rec.space_keys, params, &complete);
     if (complete) rec.by_params[k] = recorded_from(r);
+  }
+  if (reclassify_all) {
+    const std::string log_path = (fs::path(sweep_path).parent_path() / (spec.name + ".sweep.log")).string();
+    KILN_ASSIGN_OR_RETURN(Ceilings c, ceilings_from_log(log_path));
+    reclassify(&rec.seed, c);
+    for (auto& [k, r] : rec.by_params) reclassify(&r, c);
   }
   rec.best_us = rec.seed.outcome == proto::Outcome::kVerified ? rec.seed.median_us : 1e300;
   for (const auto& [k, r] : rec.by_params) {
@@ -249,15 +295,19 @@ int main(int argc, char** argv) {
   uint64_t patience = 16;
   double within = 0.05;
   std::string targets_dir = default_targets_dir();
+  bool reclassify_all = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seeds" && i + 1 < argc) seeds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--patience" && i + 1 < argc) patience = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--within" && i + 1 < argc) within = std::atof(argv[++i]);
     else if (a == "--targets-dir" && i + 1 < argc) targets_dir = argv[++i];
+    else if (a == "--reclassify") reclassify_all = true;
     else if (!a.empty() && a[0] != '-') sweeps.push_back(a);
     else {
-      std::fprintf(stderr, "usage: %s SWEEP.json [...] [--seeds N] [--patience P] [--within F] [--targets-dir DIR]\n",
+      std::fprintf(stderr,
+                   "usage: %s SWEEP.json [...] [--seeds N] [--patience P] [--within F] [--targets-dir DIR] "
+                   "[--reclassify]\n",
                    argv[0]);
       return 2;
     }
@@ -294,14 +344,23 @@ int main(int argc, char** argv) {
       rc = 1;
       continue;
     }
-    auto rec = load_recording(path, *spec, within);
+    auto rec = load_recording(path, *spec, within, reclassify_all);
     if (!rec.is_ok()) {
       std::fprintf(stderr, "%s\n", rec.status().to_string().c_str());
       rc = 1;
       continue;
     }
     bool any_class = false;
-    for (const auto& [k, r] : rec->by_params) any_class = any_class || !r.bottleneck.empty();
+    std::map<std::string, int> classes;
+    for (const auto& [k, r] : rec->by_params) {
+      any_class = any_class || !r.bottleneck.empty();
+      if (!r.bottleneck.empty()) ++classes[r.bottleneck];
+    }
+    if (any_class) {
+      std::string list;
+      for (const auto& [c, n] : classes) list += (list.empty() ? "" : ", ") + c + " " + std::to_string(n);
+      std::fprintf(stderr, "%s classes%s: %s\n", name.c_str(), reclassify_all ? " (reclassified)" : "", list.c_str());
+    }
     // Random order without replacement after the seed: (N + 1) / (k + 1) draws to the first of k.
     const double n = static_cast<double>(rec->by_params.size());
     const double random = rec->seed.median_us <= (1 + within) * rec->best_us

@@ -150,7 +150,14 @@ Bottleneck classify(const ProfileMetrics& p, const Roofline& roof) {
   const bool low_occupancy =
       (p.theoretical_occupancy_pct && *p.theoretical_occupancy_pct < kLowTheoreticalOccupancyPct) ||
       (p.achieved_occupancy_pct && *p.achieved_occupancy_pct < kLowAchievedOccupancyPct);
-  if (low_occupancy && std::max(mem, sm) < kBoundPct) {
+  // Few resident warps limit a kernel that needs many in flight to cover DRAM latency: the
+  // memory side. On the compute side (tensor-core tiles) they are the design -- one large tile
+  // per SM is how Hopper GEMMs reach their peak, and smaller tiles lose reuse -- so there a
+  // kernel below both bounds is latency-bound (its pipes wait on loads), not occupancy-bound.
+  // Seen on H100 sweeps of matmul, flash_attention and fused_mlp: every fast configuration has
+  // one block per SM, and "occupancy" steered the search to smaller tiles
+  // (bench/results/2026-11-24-H100-guidance-ablation.md).
+  if (low_occupancy && memory_side && std::max(mem, sm) < kBoundPct) {
     return {BottleneckClass::kOccupancy, numbers};
   }
   // Memory-side work below the roof: too few bytes in flight to cover DRAM latency, or more
@@ -184,7 +191,9 @@ std::vector<Move> hints(BottleneckClass cls) {
               {T::kAdvanced, 0, "a tensor-core/TMA variant (IMPL, TMA) or another schedule"},
               {T::kBlockSize, 1, "larger tiles for more reuse per byte loaded (BM, BN up)"}};
     case BottleneckClass::kLatency:
-      return {{T::kBlockSize, 1, "more parallelism: more threads or blocks in flight"},
+      return {{T::kBlockSize, 1,
+               "more work in flight: more threads per block, or larger tiles on a tensor-core "
+               "kernel (BLOCK, WARPS, BM, BN up)"},
               {T::kMemoryAccess, 1,
                "more independent work per thread (ILP: UNROLL, ITEMS up) to hide stalls"},
               {T::kCompute, 1, "overlap loads with compute (STAGES up, software pipelining)"}};

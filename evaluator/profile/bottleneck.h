@@ -48,7 +48,7 @@ enum class BottleneckClass {
   kMemoryFarFromPeak,  // memory-bound, DRAM well below peak: too few bytes in flight
   kCompute,            // the SM pipes (tensor cores, FMA) are the limit
   kLatency,            // neither memory nor compute busy: stalls, too little parallelism
-  kOccupancy,          // too few warps resident (registers, shared memory or block size)
+  kOccupancy,          // memory side: too few warps resident (registers, smem, block size)
   kSpilling,           // the compiler put per-thread data in local memory
 };
 

@@ -100,8 +100,27 @@ TEST(ProfileBottleneck, TheClassMovesWithTheDecidingCounter) {
 
   Recorded compute = load(kDataDir / "matmul_wgmma_compute_bound.json");
   m = metrics_from_map(compute.metrics);
-  m.sm_throughput_pct = 35;  // tensor cores idle, one block per SM: occupancy
-  EXPECT_EQ(classify(m, compute.roofline).cls, BottleneckClass::kOccupancy);
+  m.sm_throughput_pct = 35;  // tensor cores idle with one block per SM: their pipes wait on loads
+  EXPECT_EQ(classify(m, compute.roofline).cls, BottleneckClass::kLatency);
+  // The same counters on the memory side of the roofline: too few warps to cover DRAM latency.
+  EXPECT_EQ(classify(m, {0.3, 0.05}).cls, BottleneckClass::kOccupancy);
+}
+
+TEST(ProfileBottleneck, LowOccupancyOnTheComputeSideNeverAsksForSmallerTiles) {
+  // A tensor-core kernel runs one large tile per SM by design: whatever its counters say below
+  // the bounds, its first move is never to shrink blocks or tiles.
+  Recorded low = load(kDataDir / "matmul_low_occupancy.json");
+  ProfileMetrics m = metrics_from_map(low.metrics);
+  for (double occupancy : {6.0, 12.5, 20.0}) {
+    m.achieved_occupancy_pct = occupancy;
+    m.theoretical_occupancy_pct = occupancy;
+    for (double sm : {10.0, 35.0, 55.0}) {
+      m.sm_throughput_pct = sm;
+      const BottleneckClass cls = classify(m, low.roofline).cls;
+      EXPECT_NE(cls, BottleneckClass::kOccupancy) << "occupancy " << occupancy << "%, SM " << sm << "%";
+      EXPECT_GE(hints(cls).front().direction, 0) << class_name(cls);
+    }
+  }
 }
 
 TEST(ProfileBottleneck, WithoutCountersTheRooflineDecides) {
