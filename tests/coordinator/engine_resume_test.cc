@@ -42,6 +42,18 @@ class EngineResumeTest : public ::testing::Test {
     }
   }
   std::unique_ptr<Dispatcher> dispatcher() { return test_dispatcher(ctx_, *store_); }
+  // A worker that answers `limit` tasks, then sets `stop` and holds whatever else it receives:
+  // the first engine stops with tasks in flight however quickly the answers came (the dispatcher
+  // sends a queued task at the start of its turn, so an instant worker can answer everything
+  // sent before the engine looks at `stop`).
+  static testing::SyntheticWorkerOptions answers_then_holds(size_t limit, std::atomic<bool>* stop) {
+    testing::SyntheticWorkerOptions o;
+    o.limit = limit;
+    o.stop_after = stop;
+    o.hold_after_limit = true;
+    return o;
+  }
+
   EngineOptions options() const {
     EngineOptions eo;
     eo.backend = "cpu";
@@ -68,7 +80,7 @@ TEST_F(EngineResumeTest, AnEngineRebuiltFromRedisHasTheSameStateAndFinishesTheRu
   {
     // The built-in cpu targets have small template spaces: the whole search is about 13
     // evaluations, so it is stopped after 6.
-    SyntheticWorker worker(ctx_, d1->endpoint(), 6, &stop);
+    SyntheticWorker worker(ctx_, d1->endpoint(), answers_then_holds(6, &stop));
     Status ran = run_engine(first, stop, 30);
     ASSERT_TRUE(ran.is_ok()) << ran.to_string();
     ASSERT_GE(worker.answered(), 6u);
@@ -159,7 +171,7 @@ TEST_F(EngineResumeTest, AResultInRedisThatWasNeverJudgedIsFoldedIn) {
   Engine first(targets_, *d1, options(), &*store_);
   ASSERT_TRUE(first.begin().is_ok());
   {
-    SyntheticWorker worker(ctx_, d1->endpoint(), 3, &stop);
+    SyntheticWorker worker(ctx_, d1->endpoint(), answers_then_holds(3, &stop));
     ASSERT_TRUE(first.run(stop, nullptr).is_ok());
   }
   // Play the dispatcher's part for one leased task: its result goes to Redis, its lease away.
