@@ -13,13 +13,16 @@
 namespace kiln::agent {
 namespace {
 
-// The playbook's well-known parameter names, by default tier.
+// The playbook's well-known parameter names, by default tier. GRID is a structural choice (a
+// persistent grid of one CTA per SM, or one block per row/tile), not a block size: moved with the
+// block sizes, guidance toward "more work in flight" doubled fused_mlp's persistent grid
+// (bench/results/2026-11-24-H100-guidance-ablation.md, section 5).
 const std::vector<std::vector<std::string>>& known_names() {
   static const std::vector<std::vector<std::string>> names = {
-      {"BLOCK", "ROWS", "TPR", "RPB", "WARPS", "GRID", "BM", "BN"},
+      {"BLOCK", "ROWS", "TPR", "RPB", "WARPS", "BM", "BN"},
       {"VEC", "ELEMS", "ITEMS", "UNROLL", "HINT", "WREG", "OCC", "CHUNK", "VB", "LANES"},
       {"BK", "STAGES", "WM", "WN", "HT", "TX", "UNR", "PIPE"},
-      {"IMPL", "TMA", "G", "ARCH", "VARIANT", "ALGO", "MODE", "ORDER"},
+      {"IMPL", "TMA", "G", "ARCH", "GRID", "VARIANT", "ALGO", "MODE", "ORDER"},
   };
   return names;
 }
