@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "coordinator/engine.h"
+#include "evaluator/ceilings.h"
 #include "evaluator/profile/bottleneck.h"
 #include "evaluator/result_json.h"
 #include "shared/local_redis.h"
@@ -108,19 +109,14 @@ Recorded recorded_from(const json& r) {
 
 // The ceilings `kiln eval` printed before the sweep: "device ceilings: copy 2.96 TB/s, f16 tensor
 // cores 958 TFLOP/s" (the second part only where the matrix rate was measured).
-struct Ceilings {
-  double bandwidth_bytes_per_s = 0;
-  double matrix_flops_per_s = 0;
-};
-
-Result<Ceilings> ceilings_from_log(const std::string& log_path) {
+Result<eval::Ceilings> ceilings_from_log(const std::string& log_path) {
   std::ifstream in(log_path);
   if (!in) return invalid_argument(log_path + ": missing (--reclassify reads the device ceilings from the sweep's log)");
   std::string line;
   while (std::getline(in, line)) {
     const auto at = line.find("device ceilings: copy ");
     if (at == std::string::npos) continue;
-    Ceilings c;
+    eval::Ceilings c;
     double tbs = 0, tflops = 0;
     const char* text = line.c_str() + at;
     const int n = std::sscanf(text, "device ceilings: copy %lf TB/s, f16 tensor cores %lf TFLOP/s", &tbs, &tflops);
@@ -133,7 +129,7 @@ Result<Ceilings> ceilings_from_log(const std::string& log_path) {
 }
 
 // This build's class of a recorded evaluation ("" where the recording has no profile).
-void reclassify(Recorded* r, const Ceilings& c) {
+void reclassify(Recorded* r, const eval::Ceilings& c) {
   const profile::ProfileMetrics m = profile::metrics_from_map(r->metrics);
   if (!m.has_counters() && !m.registers) return;  // never profiled: nothing to classify
   const profile::Roofline roof = profile::roofline_from(r->metrics, c.bandwidth_bytes_per_s, c.matrix_flops_per_s);
@@ -165,7 +161,7 @@ Result<Recording> load_recording(const std::string& sweep_path, const TargetSpec
   }
   if (reclassify_all) {
     const std::string log_path = (fs::path(sweep_path).parent_path() / (spec.name + ".sweep.log")).string();
-    KILN_ASSIGN_OR_RETURN(Ceilings c, ceilings_from_log(log_path));
+    KILN_ASSIGN_OR_RETURN(eval::Ceilings c, ceilings_from_log(log_path));
     reclassify(&rec.seed, c);
     for (auto& [k, r] : rec.by_params) reclassify(&r, c);
   }
@@ -350,12 +346,11 @@ int main(int argc, char** argv) {
       rc = 1;
       continue;
     }
-    bool any_class = false;
-    std::map<std::string, int> classes;
+    std::map<std::string, int> classes;  // configurations per recorded class
     for (const auto& [k, r] : rec->by_params) {
-      any_class = any_class || !r.bottleneck.empty();
       if (!r.bottleneck.empty()) ++classes[r.bottleneck];
     }
+    const bool any_class = !classes.empty();
     if (any_class) {
       std::string list;
       for (const auto& [c, n] : classes) list += (list.empty() ? "" : ", ") + c + " " + std::to_string(n);
