@@ -334,7 +334,8 @@ def main():
             line = f"- kiln {label}: {verdict(r)}"
             if median(r):
                 line += (f"; median {fmt_us(tm.get('median_us'))} µs, IQR {fmt_us(tm.get('iqr_us'))} µs, "
-                         f"{tm.get('samples')} samples ({tm.get('dropped_samples', 0)} dropped)")
+                         f"{tm.get('samples')} samples ({tm['dropped_samples']} dropped)" if 'dropped_samples' in tm
+                         else f"{tm.get('samples')} samples ({tm.get('throttled_samples', 0)} below 95% of the top clock)")
                 if tm.get("sm_clock_mhz"):
                     line += f", SM clock {tm['sm_clock_mhz']:.0f} MHz"
             if r.get("outcome") != "verified" and r.get("log"):

@@ -4,8 +4,6 @@
 // applies the physical-floor check.
 #include "evaluator/evaluation.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -75,34 +73,6 @@ proto::Outcome outcome_of(CaseKind k) {
 }  // namespace
 
 namespace {
-
-// An exclusive flock on a file shared by every kiln process of this user on this machine; a no-op
-// when `take` is false or the file cannot be opened (timing then goes on unserialised).
-class CpuTimingLock {
- public:
-  explicit CpuTimingLock(bool take) {
-    if (!take) return;
-    const std::string path = (fs::temp_directory_path() / ("kiln-cpu-timing-" + std::to_string(getuid()) + ".lock")).string();
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
-      ::close(fd_);
-      fd_ = -1;
-    }
-  }
-  ~CpuTimingLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-  CpuTimingLock(const CpuTimingLock&) = delete;
-  CpuTimingLock& operator=(const CpuTimingLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
-// Rows of the benchmark shape's outputs that are re-checked after timing when the reference can
-// compute single rows (Reference::has_rows): enough that a replayed or partly computed answer
-// shows up, few enough that an O(M*N*K) reference stays fast.
-constexpr size_t kSampledRows = 64;
 
 // The compiles of `c`, one per dtype with the timing dtype first. Callers have scanned the source.
 Result<std::vector<std::pair<DType, CompileRequest>>> unscanned_compile_requests(
@@ -308,146 +278,12 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
 
   r.metrics["verified_at_ms"] = phase_ms();
   if (m.options.time) {
-    Result<LaunchGeometry> g = m.geometry(c, bench, timing_dtype);
-    if (!g.is_ok()) {
-      stage("timed_outputs", false, g.status().message(), 0, 0);
+    std::optional<proto::Outcome> ended =
+        m.time_phase(c, handles[timing_dtype], timing_dtype, timing_inputs.get(), &r, stage, say,
+                     static_cast<bool>(progress), phase_ms);
+    if (ended) {
       unload_all();
-      return finish(proto::Outcome::kCrash);
-    }
-    // Several independent input sets; with two or more, the child also rotates their contents
-    // through the launched buffers, so a result cached on a pointer (or from warm-up) is stale
-    // by the last launch (THREATS.md rows 3 and 8); random non-zero data (row 13).
-    std::vector<Impl::SetData> sets = timing_inputs.get();
-    nlohmann::json sets_json = nlohmann::json::array();
-    for (const auto& set : sets) sets_json.push_back(tensors_json(set.slots));
-    // Each group's closing launch runs on its set's inputs with one element changed (chosen here,
-    // from a seed the candidate never sees), so the checked outputs come from contents no earlier
-    // launch had: a result cached under the pointer or a sample of the inputs shows up stale.
-    nlohmann::json patches = nlohmann::json::array();
-    for (size_t s = 0; s < sets.size() && sets.size() >= 2; ++s) {
-      Impl::SetData& d = sets[s];
-      for (size_t i = 0; i < d.slots.size(); ++i) {
-        const TensorSlot& slot = d.slots[i];
-        // Index inputs keep their bounds: a patched label could point outside its tensor.
-        if (slot.arg->role != TargetArg::Role::kInput || !slot.arg->index_bound.empty()) continue;
-        if (slot.count == 0) continue;
-        const size_t e = m.seeds.next() % slot.count;
-        const double v = d.values[i][e];
-        const double changed = round_to(slot.dtype, v >= 0 ? v - 4.0 : v + 4.0);
-        d.values[i][e] = changed;
-        // The row it lies in (first dim), which a sampled check of the outputs must include.
-        d.patched_row = static_cast<int64_t>(e / (slot.count / bench.at(slot.arg->shape.front())));
-        std::string bytes(dtype_bytes(slot.dtype), '\0');
-        encode(slot.dtype, &changed, 1, bytes.data());
-        std::vector<unsigned> byte_list(bytes.begin(), bytes.end());
-        for (auto& b : byte_list) b &= 0xFF;
-        patches.push_back({{"set", s}, {"tensor", i}, {"offset", e * dtype_bytes(slot.dtype)},
-                           {"bytes", byte_list}});
-        break;  // one element of the first input is enough to make the contents new
-      }
-    }
-    r.metrics["inputs_ready_at_ms"] = phase_ms();
-    // The references (one thread per set: reference code is single-threaded) run while the child
-    // times the candidate -- on a GPU. On the cpu backend they would take the cores the candidate
-    // is timed on (the noise then swamps every comparison), so they run after the timing.
-    std::vector<std::future<void>> refs;
-    const auto policy = m.backend == "cpu" ? std::launch::deferred : std::launch::async;
-    for (auto& set : sets) {
-      // An expensive reference is computed (and the timed outputs checked) on secret rows only.
-      set.rows = m.sampled_rows(bench, kSampledRows, set.patched_row);
-      refs.push_back(std::async(policy, [&m, &set, &bench] { m.compute_reference(set, bench); }));
-    }
-    nlohmann::json req = geometry_json(*g);
-    req.update({{"op", "time"}, {"handle", handles[timing_dtype]}, {"args", args_json(m.target, bench)},
-                {"sets", sets_json}, {"warmup", m.options.warmup}, {"min_samples", m.options.min_samples},
-                {"max_samples", m.options.max_samples}, {"max_ms", m.options.max_timing_ms},
-                {"target_noise_rel", m.options.target_noise_rel}, {"flush_l2", m.options.flush_l2},
-                {"poison", kPoisonA}, {"rotate_contents", sets.size() >= 2}});
-    if (!patches.empty()) req["final"] = patches;
-    uint32_t timeout = m.options.phase_timeout_ms + m.options.max_timing_ms * 2;
-    Result<nlohmann::json> reply = [&] {
-      // On the cpu backend the candidate is timed on the cores every other evaluator process of
-      // this machine uses too: one timing at a time per machine, or each measures the others.
-      CpuTimingLock lock(m.backend == "cpu");
-      return m.sandbox->call(req, timeout);
-    }();
-    r.metrics["timed_at_ms"] = phase_ms();
-    for (auto& f : refs) f.wait();
-    r.metrics["references_at_ms"] = phase_ms();
-    std::string what = "timing " + shape_string(bench) + " " + std::string(dtype_name(timing_dtype));
-    CaseOutcome failed;
-    if (!reply.is_ok()) failed = m.call_failed(reply.status(), what);
-    else if (!reply->value("ok", false)) failed = m.reply_failed(*reply, what);
-    if (failed.kind != CaseKind::kPass) {
-      stage("timed_outputs", false, failed.detail, 0, 0);
-      r.log = failed.detail;
-      unload_all();
-      return finish(outcome_of(failed.kind));
-    }
-    // Which set's inputs each group held at its last launch: the reference to check it against.
-    Result<std::vector<size_t>> contents = contents_of_group(*reply, sets.size());
-    if (!contents.is_ok()) {
-      std::string detail = what + ": " + contents.status().message();
-      stage("timed_outputs", false, detail, 0, 0);
-      r.log = detail;
-      unload_all();
-      return finish(proto::Outcome::kInternalError);
-    }
-    // The outputs of the timed launches must be right too (THREATS.md rows 3 and 8).
-    double worst = 0;
-    for (size_t g = 0; g < sets.size(); ++g) {
-      CaseOutcome o =
-          m.check_outputs_against(sets[g].slots, sets[(*contents)[g]], timing_dtype, kPoisonA);
-      worst = std::max(worst, o.worst_rel);
-      if (o.kind != CaseKind::kPass) {
-        stage("timed_outputs", false, what + ": " + o.detail, worst, static_cast<uint32_t>(sets.size()));
-        r.log = o.detail;
-        unload_all();
-        return finish(proto::Outcome::kWrongAnswer);
-      }
-    }
-    stage("timed_outputs", true, "", worst, static_cast<uint32_t>(sets.size()));
-    m.timing_buffers = std::move(sets);  // their host buffers serve the next candidate
-
-    TimingStats t = timing_stats((*reply)["samples_us"].get<std::vector<double>>(),
-                                 (*reply)["clocks_mhz"].get<std::vector<double>>(),
-                                 m.options.throttle_fraction);
-    r.timing = {t.median_us, t.iqr_us, t.min_us, t.samples, t.noise_rel, t.sm_clock_mhz, t.dropped};
-    ExprVars vars = expr_vars(bench, timing_dtype, c.params);
-    double bytes = eval_expr(m.target.bytes_expr, vars).value_or(0);
-    double flops = eval_expr(m.target.flops_expr, vars).value_or(0);
-    r.metrics["bytes"] = bytes;
-    r.metrics["flops"] = flops;
-    if (t.median_us > 0) {
-      r.metrics["bytes_per_s"] = bytes / (t.median_us * 1e-6);
-      r.metrics["flops_per_s"] = flops / (t.median_us * 1e-6);
-    }
-    // The physical floor (THREATS.md row 9): faster than moving the bytes at the measured
-    // bandwidth, or doing the flops at the measured matrix rate, is impossible.
-    double floor_us = 0;
-    if (m.options.bandwidth_bytes_per_s > 0) floor_us = bytes / m.options.bandwidth_bytes_per_s * 1e6;
-    if (m.options.matrix_flops_per_s > 0) {
-      floor_us = std::max(floor_us, flops / m.options.matrix_flops_per_s * 1e6);
-    }
-    if (floor_us > 0 && t.median_us > 0) {
-      r.metrics["floor_us"] = floor_us;
-      r.metrics["fraction_of_floor"] = floor_us / t.median_us;
-      // 3% below the floor is allowed for ceiling measurement noise.
-      if (t.median_us < 0.97 * floor_us) {
-        stage("floor", false, "median " + fmt_double(t.median_us) + " us is below the physical floor of " +
-                                  fmt_double(floor_us) + " us: impossible, rejected", 0, 1);
-        unload_all();
-        return finish(proto::Outcome::kRejected);
-      }
-      stage("floor", true, "", 0, 1);
-    }
-    say("time: median " + fmt_double(t.median_us) + " us, IQR " + fmt_double(t.iqr_us) + " us, " +
-        std::to_string(t.samples) + " samples (" + std::to_string(t.dropped) + " dropped), noise " +
-        fmt_double(t.noise_rel * 100) + "%");
-    if (m.options.profile || c.profile) {
-      m.profile_phase(handles[timing_dtype], *g, bench, sets_json[0], &r, say,
-                      static_cast<bool>(progress));
-      r.metrics["profiled_at_ms"] = phase_ms();
+      return finish(*ended);
     }
   }
   unload_all();

@@ -32,7 +32,7 @@ struct EvaluatorOptions {
   double target_noise_rel = 0.005;
   bool flush_l2 = true;
   uint32_t timing_sets = 2;          // input sets; from 2 the timed launches rotate their contents
-  double throttle_fraction = 0.95;   // samples at a clock below this x the highest are dropped
+  double throttle_fraction = 0.95;   // samples at a clock below this x the highest are flagged
   // Device ceilings for the floor check (0: unknown, no check); see ceilings.h.
   double bandwidth_bytes_per_s = 0;
   double matrix_flops_per_s = 0;
@@ -132,12 +132,24 @@ void for_each_combination(const KernelSpec& spec,
 void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
                      const std::function<bool(const std::map<std::string, std::string>&)>& take);
 
-// Timing statistics over samples (after dropping throttled ones).
+// Timing statistics over every sample. The SM clock only flags: `throttled` counts samples taken
+// at a clock below throttle_fraction x the highest seen, and none is left out -- dropping them
+// timed a power-hungry kernel at the moments it ran cool.
 struct TimingStats {
   double median_us = 0, iqr_us = 0, min_us = 0, noise_rel = 0, sm_clock_mhz = 0;
-  uint32_t samples = 0, dropped = 0;
+  double min_clock_mhz = 0, max_clock_mhz = 0;
+  uint32_t samples = 0, throttled = 0;
 };
 TimingStats timing_stats(const std::vector<double>& samples_us, const std::vector<double>& clocks_mhz,
                          double throttle_fraction);
+
+// Why a sample set cannot give a verified median (THREATS.md row 16), or "" when it can: a
+// relative IQR above `max_noise_rel`, or two clusters -- adjacent sorted samples a and b with
+// b > `gap_ratio` x a, at least `side_fraction` of the samples on each side (a kernel that does
+// less work on some launches is timed on its cheap ones by a median). The ratio is wide because
+// honest kernels of a few microseconds do show two nearby modes (cache and TLB state after the
+// flush: 6.3 and 10.3 us for a 300 x 64 row sum on the cpu backend).
+std::string timing_problem(const std::vector<double>& samples_us, double max_noise_rel = 1.0,
+                           double gap_ratio = 1.5, double side_fraction = 0.2);
 
 }  // namespace kiln::eval

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <future>
+#include <optional>
 #include <set>
 
 #include "evaluator/evaluation.h"
@@ -47,6 +49,18 @@ struct CaseOutcome {
   std::string detail;
   std::vector<std::string> outputs;  // raw output bytes, when asked for (determinism)
 };
+
+// One site of a timing set: an input element that timed launches change (see "sites" in
+// sandbox_child.cc). `changed` is far from `original` relative to the input's spread, so a launch
+// answered with a stale replay is wrong by much more than the tolerance (THREATS.md row 20).
+struct Site {
+  size_t slot = 0;     // index into the set's slots (an input)
+  size_t element = 0;  // element index inside that tensor
+  double original = 0, changed = 0;
+};
+
+// Timing launches whose outputs are kept by reservoir sampling and checked after the fact.
+inline constexpr uint32_t kCheckSlots = 2;
 
 // Where each tensor of one input set lives in the arena.
 struct TensorSlot {
@@ -142,6 +156,41 @@ inline Result<std::vector<size_t>> contents_of_group(const nlohmann::json& reply
   return contents;
 }
 
+// One entry of the "time" reply's "kept": a timed launch whose outputs wait in check slot `slot`.
+struct KeptLaunch {
+  uint32_t slot = 0;
+  uint64_t launch = 0;
+  size_t contents = 0;  // the set whose inputs it ran on
+  uint32_t mask = 0;    // the sites of that set it had applied (bit k: site k)
+};
+
+// The "time" reply's "kept", validated: slots below `slots` and each at most once, contents below
+// `sets`, masks within `sites` bits.
+inline Result<std::vector<KeptLaunch>> kept_launches(const nlohmann::json& reply, size_t sets,
+                                                     uint32_t slots, size_t sites) {
+  std::vector<KeptLaunch> out;
+  const nlohmann::json list = reply.value("kept", nlohmann::json::array());
+  std::set<uint32_t> seen;
+  bool valid = list.is_array();
+  for (size_t i = 0; valid && i < list.size(); ++i) {
+    const nlohmann::json& e = list[i];
+    valid = e.is_object() && e.value("slot", nlohmann::json()).is_number_unsigned() &&
+            e.value("launch", nlohmann::json()).is_number_unsigned() &&
+            e.value("contents", nlohmann::json()).is_number_unsigned() &&
+            e.value("mask", nlohmann::json()).is_number_unsigned();
+    if (!valid) break;
+    KeptLaunch k{e["slot"].get<uint32_t>(), e["launch"].get<uint64_t>(),
+                 e["contents"].get<size_t>(), e["mask"].get<uint32_t>()};
+    valid = k.slot < slots && seen.insert(k.slot).second && k.contents < sets &&
+            (sites >= 32 || (uint64_t{k.mask} >> sites) == 0);
+    if (valid) out.push_back(k);
+  }
+  if (!valid)
+    return internal_error("the sandbox's time reply has an invalid kept list (" + list.dump() +
+                          ")");
+  return out;
+}
+
 inline std::string fmt_double(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.3g", v);
@@ -200,10 +249,14 @@ class CandidateEvaluator::Impl {
         }
       }
     } else if (stage == "adversarial") {
-      // Every distribution in the timed dtype; in each other dtype the ones that break kernels
-      // which are only right at small, well-scaled values (overflow, lost precision, inf/NaN):
-      // a candidate that cuts corners in a dtype nobody times is still caught.
+      // Every distribution in the timed dtype at the first sweep shape; in each other dtype the
+      // ones that break kernels which are only right at small, well-scaled values (overflow, lost
+      // precision, inf/NaN): a candidate that cuts corners in a dtype nobody times is still
+      // caught. Those three also run in the timed dtype at every other sweep and edge shape, the
+      // largest included, so unsafe numerics at any shape but one show (THREATS.md row 17).
       const Shape& s = target.sweep.empty() ? target.smoke.front() : target.sweep.front();
+      const Distribution breaking[] = {Distribution::kLargeMagnitude, Distribution::kMixedScale,
+                                       Distribution::kSpecial};
       for (Distribution d : {Distribution::kLargeMagnitude, Distribution::kSmallMagnitude,
                              Distribution::kMixedScale, Distribution::kAllEqual,
                              Distribution::kZeros, Distribution::kSpecial}) {
@@ -212,24 +265,54 @@ class CandidateEvaluator::Impl {
       }
       for (DType other : dtypes) {
         if (other == timing_dtype) continue;
-        for (Distribution d : {Distribution::kLargeMagnitude, Distribution::kMixedScale, Distribution::kSpecial}) {
+        for (Distribution d : breaking) {
           if (adversarial_skipped(other, d)) continue;
           cases.push_back({stage, s, other, d});
         }
       }
+      for (const Shape& more : other_shapes(s)) {
+        for (Distribution d : breaking) {
+          if (adversarial_skipped(timing_dtype, d)) continue;
+          cases.push_back({stage, more, timing_dtype, d});
+        }
+      }
     } else if (stage == "determinism") {
-      const Shape* biggest = &target.smoke.front();
-      auto size = [&](const Shape& s) {
-        int64_t n = 1;
-        for (const auto& [k, v] : s) n *= v;
-        return n;
-      };
-      for (const auto& s : target.sweep) if (size(s) > size(*biggest)) biggest = &s;
-      cases.push_back({stage, *biggest, timing_dtype, Distribution::kNormal});
+      // Bitwise repeats at the largest sweep shape and at every other sweep and edge shape
+      // (THREATS.md row 17: nondeterminism everywhere but at one shape).
+      const Shape& biggest = largest_sweep_shape();
+      cases.push_back({stage, biggest, timing_dtype, Distribution::kNormal});
+      for (const Shape& more : other_shapes(biggest)) {
+        cases.push_back({stage, more, timing_dtype, Distribution::kNormal});
+      }
     } else if (stage == "edge") {
       for (const auto& s : target.edge) cases.push_back({stage, s, timing_dtype, Distribution::kNormal});
     }
     return cases;
+  }
+
+  static int64_t shape_size(const Shape& s) {
+    int64_t n = 1;
+    for (const auto& [k, v] : s) n *= v;
+    return n;
+  }
+
+  const Shape& largest_sweep_shape() const {
+    const Shape* biggest = &target.smoke.front();
+    for (const auto& s : target.sweep) {
+      if (shape_size(s) > shape_size(*biggest)) biggest = &s;
+    }
+    return *biggest;
+  }
+
+  // The sweep and edge shapes other than `except`, each once.
+  std::vector<Shape> other_shapes(const Shape& except) const {
+    std::vector<Shape> out;
+    for (const auto* list : {&target.sweep, &target.edge}) {
+      for (const Shape& s : *list) {
+        if (s != except && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+      }
+    }
+    return out;
   }
 
   // Arena bytes the verification cases need at most (each case is laid out from offset 0).
@@ -253,7 +336,26 @@ class CandidateEvaluator::Impl {
     for (uint32_t s = 0; s < options.timing_sets; ++s) {
       layout(target, benchmark(), timing_dtype, false, &cursor);
     }
+    check_layouts(timing_dtype, &cursor);
     return align_up(cursor);
+  }
+
+  // The arena places of the outputs of kept timing launches, one layout per check slot, from
+  // `*cursor` on (only the outputs' offsets are meaningful); none without input rotation.
+  std::vector<std::vector<TensorSlot>> check_layouts(DType timing_dtype, size_t* cursor) const {
+    std::vector<std::vector<TensorSlot>> slots;
+    if (options.timing_sets < 2) return slots;
+    for (uint32_t c = 0; c < kCheckSlots; ++c) {
+      size_t unused = 0;
+      std::vector<TensorSlot> l = layout(target, benchmark(), timing_dtype, false, &unused);
+      for (TensorSlot& s : l) {
+        if (s.arg->role != TargetArg::Role::kOutput) continue;
+        s.offset = *cursor;
+        *cursor += align_up(s.count * dtype_bytes(s.dtype));
+      }
+      slots.push_back(std::move(l));
+    }
+    return slots;
   }
 
   size_t timing_base = 0;  // arena offset of the timing sets
@@ -272,11 +374,28 @@ class CandidateEvaluator::Impl {
     // Not empty: the reference was computed for these rows (of every output's first dim) only,
     // and only they are compared (see Reference::has_rows).
     std::vector<int64_t> rows;
-    int64_t patched_row;  // timing: the row (first dim) the final patch changed, or -1 (set by
-                          // prepare_set: no default initializer inside Impl, see GCC PR 88165)
+    std::vector<Site> sites;  // timing sets: the sites launches change (choose_sites)
   };
 
   std::vector<SetData> timing_buffers;  // host buffers of the last timing sets, kept for reuse
+
+  // The timing phase (evaluation_timing.cc): times the loaded kernel on `sets` (the timing inputs,
+  // already in the arena) with sites and kept launches, checks the outputs of the closing and the
+  // kept launches, judges the samples and the physical floor, and profiles when asked. Fills
+  // `r` (timing, metrics, stages through `stage`); returns the outcome when the evaluation ends
+  // here with a failure, nothing when the candidate stays verified.
+  using StageFn = std::function<void(std::string, bool, std::string, double, uint32_t)>;
+  std::optional<proto::Outcome> time_phase(const CandidateSpec& c, KernelHandle handle, DType dtype,
+                                           std::vector<SetData> sets, proto::EvaluationResult* r,
+                                           const StageFn& stage,
+                                           const std::function<void(const std::string&)>& say,
+                                           bool has_progress,
+                                           const std::function<double()>& phase_ms);
+  // Picks the sites of a timing set (inputs only, index inputs left alone) and applies them all
+  // to its values: the contents of the closing launch.
+  std::vector<Site> choose_sites(SetData& d, DType dtype);
+  // The rows (outputs' first dim) of the sites that lie in inputs sharing that first dim.
+  std::vector<int64_t> site_rows(const SetData& d) const;
 
   // The profile phase (evaluation_profile.cc): one more launch of the timed kernel on the
   // timing inputs at `tensors` (one set's layout, still in the arena), profiled in the child;
@@ -296,7 +415,7 @@ class CandidateEvaluator::Impl {
     d.slots = std::move(slots);
     d.shape = shape;
     d.rows.clear();
-    d.patched_row = -1;
+    d.sites.clear();
     d.values.resize(d.slots.size());
     d.input_checksums.resize(d.slots.size());
     d.reference.resize(d.slots.size());
@@ -352,11 +471,11 @@ class CandidateEvaluator::Impl {
   }
 
   // The rows of the outputs' shared first dim that a sampled check of `shape` looks at: `count`
-  // distinct rows drawn from the evaluator's seeds (with `must_include`, the row the final patch
-  // changed, unless it is -1), sorted; empty (check everything) when the
-  // reference cannot compute single rows, the outputs do not share their first dim, or there
-  // are few rows anyway.
-  std::vector<int64_t> sampled_rows(const Shape& shape, size_t count, int64_t must_include) {
+  // distinct rows drawn from the evaluator's seeds plus every row in `must_include` (the rows of
+  // the sites a launch changed), sorted; empty (check everything) when the reference cannot
+  // compute single rows, the outputs do not share their first dim, or there are few rows anyway.
+  std::vector<int64_t> sampled_rows(const Shape& shape, size_t count,
+                                    const std::vector<int64_t>& must_include) {
     if (!reference->has_rows()) return {};
     std::string first;
     for (const auto* o : target.outputs()) {
@@ -366,8 +485,12 @@ class CandidateEvaluator::Impl {
     const int64_t n = shape.at(first);
     if (n <= static_cast<int64_t>(count) * 2) return {};
     std::set<int64_t> rows;
-    if (must_include >= 0 && must_include < n) rows.insert(must_include);
-    while (rows.size() < count) rows.insert(static_cast<int64_t>(seeds.next() % static_cast<uint64_t>(n)));
+    for (int64_t r : must_include) {
+      if (r >= 0 && r < n) rows.insert(r);
+    }
+    const size_t want = std::min<size_t>(static_cast<size_t>(n), rows.size() + count);
+    while (rows.size() < want)
+      rows.insert(static_cast<int64_t>(seeds.next() % static_cast<uint64_t>(n)));
     return {rows.begin(), rows.end()};
   }
 

@@ -1,10 +1,12 @@
 // Launch geometry and constraints from a kernel spec's expressions, and timing statistics.
 #include <algorithm>
-
-#include "evaluator/evaluation.h"
-
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
+
+#include "evaluator/evaluation.h"
 
 namespace kiln::eval {
 
@@ -93,37 +95,76 @@ void for_each_config(const KernelSpec& spec, const Shape& shape, DType dtype,
   });
 }
 
+namespace {
+
+// The q-quantile of sorted values, interpolated linearly between order statistics.
+double quantile(const std::vector<double>& sorted, double q) {
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+}  // namespace
+
 TimingStats timing_stats(const std::vector<double>& samples_us,
                          const std::vector<double>& clocks_mhz, double throttle_fraction) {
   TimingStats s;
-  double max_clock = 0;
-  for (double c : clocks_mhz) max_clock = std::max(max_clock, c);
-  std::vector<double> kept;
+  if (samples_us.empty()) return s;
   double clock_sum = 0;
-  for (size_t i = 0; i < samples_us.size(); ++i) {
-    double clock = i < clocks_mhz.size() ? clocks_mhz[i] : 0;
-    if (max_clock > 0 && clock > 0 && clock < throttle_fraction * max_clock) {
-      ++s.dropped;  // throttled: this sample ran at a lower clock than the others
-      continue;
-    }
-    kept.push_back(samples_us[i]);
-    clock_sum += clock;
+  size_t clocks = 0;
+  for (double c : clocks_mhz) {
+    if (c <= 0) continue;
+    s.max_clock_mhz = std::max(s.max_clock_mhz, c);
+    s.min_clock_mhz = clocks == 0 ? c : std::min(s.min_clock_mhz, c);
+    clock_sum += c;
+    ++clocks;
   }
-  if (kept.empty()) return s;
-  std::sort(kept.begin(), kept.end());
-  auto quantile = [&](double q) {
-    double pos = q * (kept.size() - 1);
-    size_t lo = static_cast<size_t>(pos);
-    size_t hi = std::min(lo + 1, kept.size() - 1);
-    return kept[lo] + (kept[hi] - kept[lo]) * (pos - lo);
-  };
-  s.samples = static_cast<uint32_t>(kept.size());
-  s.median_us = quantile(0.5);
-  s.iqr_us = quantile(0.75) - quantile(0.25);
-  s.min_us = kept.front();
+  for (double c : clocks_mhz) {
+    if (c > 0 && c < throttle_fraction * s.max_clock_mhz) ++s.throttled;
+  }
+  std::vector<double> sorted = samples_us;
+  std::sort(sorted.begin(), sorted.end());
+  s.samples = static_cast<uint32_t>(sorted.size());
+  s.median_us = quantile(sorted, 0.5);
+  s.iqr_us = quantile(sorted, 0.75) - quantile(sorted, 0.25);
+  s.min_us = sorted.front();
   s.noise_rel = s.median_us > 0 ? s.iqr_us / s.median_us : 0;
-  s.sm_clock_mhz = clock_sum / kept.size();
+  s.sm_clock_mhz = clocks > 0 ? clock_sum / static_cast<double>(clocks) : 0;
   return s;
+}
+
+std::string timing_problem(const std::vector<double>& samples_us, double max_noise_rel,
+                           double gap_ratio, double side_fraction) {
+  if (samples_us.size() < 4) return "";
+  std::vector<double> sorted = samples_us;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = quantile(sorted, 0.5);
+  if (median <= 0) return "";
+  auto us = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.3g", v);
+    return std::string(buf);
+  };
+  const double noise = (quantile(sorted, 0.75) - quantile(sorted, 0.25)) / median;
+  if (noise > max_noise_rel) {
+    return "samples too noisy for a median: relative IQR " + us(noise * 100) + "% over " +
+           std::to_string(sorted.size()) + " samples (limit " + us(max_noise_rel * 100) +
+           "%); a kernel whose work differs between launches, or a machine too busy to time on";
+  }
+  const size_t n = sorted.size();
+  const size_t side = std::max<size_t>(2, static_cast<size_t>(std::ceil(side_fraction * n)));
+  for (size_t i = side; i + side <= n; ++i) {  // lower cluster: [0, i), upper: [i, n)
+    if (sorted[i] > gap_ratio * std::max(sorted[i - 1], 0.0)) {
+      return "bimodal samples: " + std::to_string(i) + " near " +
+             us(quantile(std::vector<double>(sorted.begin(), sorted.begin() + i), 0.5)) +
+             " us and " + std::to_string(n - i) + " near " +
+             us(quantile(std::vector<double>(sorted.begin() + i, sorted.end()), 0.5)) +
+             " us, nothing between " + us(sorted[i - 1]) + " and " + us(sorted[i]) +
+             " us: launches that do different amounts of work have no single time";
+    }
+  }
+  return "";
 }
 
 }  // namespace kiln::eval

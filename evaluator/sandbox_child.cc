@@ -18,9 +18,11 @@
 //     launch; synchronize; then every output goes device -> arena[o] and every INPUT device ->
 //     arena[o2], so the parent sees whether the kernel changed its inputs.
 //   {"op":"time",<launch>,"sets":[[<tensor>,...],...],"warmup":n,"min_samples":n,"max_samples":n,
-//    "max_ms":t,"target_noise_rel":r,"flush_l2":bool,"poison":byte,"rotate_contents":bool}
+//    "max_ms":t,"target_noise_rel":r,"flush_l2":bool,"poison":byte,"rotate_contents":bool,
+//    "sites":[[<site>,...],...],"checks":[[{"tensor":i,"offset":o},...],...]}
 //     -> {"ok":true,"samples_us":[...],"clocks_mhz":[...],"noise_rel":r,
-//         "stop":"noise"|"max_samples"|"max_ms","contents_of_group":[c_0,...]}
+//         "stop":"noise"|"max_samples"|"max_ms","contents_of_group":[c_0,...],
+//         "masks_of_group":[m_0,...],"kept":[{"slot":j,"launch":i,"contents":c,"mask":m},...]}
 //     Sets are independent inputs with the same tensor count, sizes and directions (args name
 //     tensors by index). Each set gets a buffer group; launch i (warm-up launches, then timed
 //     samples: Device::time_launch, SM clock read after each) runs on group g = i % K of the K
@@ -36,10 +38,19 @@
 //     pointer replays a stale answer) and launches within a round get different contents. The
 //     loop then also ends only after a whole round whose c differs from each group's first
 //     contents (i / K % K != 0), up to K*K - 1 samples past max_samples or max_ms, so such a
-//     replay shows in EVERY group's output. HAZARD: the device copy takes time between samples,
-//     never inside one (it completes before time_launch records its start). Defaults: warmup 3,
-//     min_samples 10, max_samples 1000, max_ms 1000, target_noise_rel 0.005, flush_l2 true,
-//     rotate_contents false.
+//     replay shows in EVERY group's output.
+//     Sites (THREATS.md rows 15 and 20; needs rotate_contents; <site> = {"tensor":i,"offset":o,
+//     "bytes":[..]}, the same number per set, at most 16): after its contents are copied in, each
+//     launch also gets the bytes of a subset of its contents' sites, a mask drawn here in secret
+//     (LaunchSchedule) that does not repeat, so no launch sees inputs an earlier one had; then each
+//     group runs one closing launch on its own set with EVERY site applied (mask all ones, never
+//     used before), whose outputs are the ones copied back. "checks" gives arena places for
+//     outputs of timed launches kept by reservoir sampling as they happen (one slot each); "kept"
+//     says which launch each filled slot holds, on which contents and with which mask, so the
+//     parent can rebuild its inputs. masks_of_group[g] is the mask of group g's last launch.
+//     HAZARD: the device copies take time between samples, never inside one (they complete
+//     before time_launch records its start). Defaults: warmup 3, min_samples 10, max_samples
+//     1000, max_ms 1000, target_noise_rel 0.005, flush_l2 true, rotate_contents false.
 //   {"op":"profile",<launch>,"tensors":[<tensor>,...],"poison":byte}
 //     -> {"ok":true,"values":{key:number,...},"notice":text}
 //     Places the tensors as "run" does ("after" optional), then Device::profile_launch: the
@@ -68,14 +79,15 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "evaluator/arena.h"
 #include "evaluator/device_factory.h"
+#include "evaluator/launch_schedule.h"
 #include "evaluator/sandbox_request.h"
 #include "shared/json_fields.h"
 
@@ -433,19 +445,52 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     args.push_back(std::move(a));
   }
 
+  // Where kept launches' outputs wait on the device until the end (one buffer per output).
+  std::vector<std::vector<void*>> kept(t.checks.size());
+  for (size_t slot = 0; slot < t.checks.size(); ++slot) {
+    for (const auto& [tensor, offset] : t.checks[slot]) {
+      auto buffer = buffers_.acquire(std::max<uint64_t>(t.sets[0][tensor].bytes, 1));
+      if (!buffer.is_ok()) return device_status(buffer.status(), true);
+      kept[slot].push_back(*buffer);
+    }
+  }
+  const uint32_t site_count = t.sites.empty() ? 0 : static_cast<uint32_t>(t.sites[0].size());
+  LaunchSchedule schedule(k, site_count, static_cast<uint32_t>(t.checks.size()));
+  struct KeptLaunch {
+    uint64_t launch = 0;
+    size_t contents = 0;
+    uint32_t mask = 0;
+  };
+  std::vector<std::optional<KeptLaunch>> kept_meta(t.checks.size());
+
+  // Puts set `c`'s inputs into group `g` with the sites of `mask` applied.
+  auto load_contents = [&](size_t g, size_t c, uint32_t mask) -> Status {
+    for (size_t i = 0; i < t.sets[g].size(); ++i) {
+      if (t.sets[g][i].out || t.sets[g][i].scratch) continue;
+      Status s = device_.copy_on_device(buffers[g][i], staging[c][i], t.sets[g][i].bytes);
+      KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
+    }
+    for (uint32_t bit = 0; bit < site_count; ++bit) {
+      if (!(mask >> bit & 1u)) continue;
+      const InputPatch& p = t.sites[c][bit];
+      void* dst = static_cast<unsigned char*>(buffers[g][p.tensor]) + p.offset;
+      Status s = device_.copy_to_device(dst, p.bytes.data(), p.bytes.size());
+      KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
+    }
+    return Status::ok();
+  };
+
   // Readies the group of the next launch (warm-up and timed alike) and returns its index.
   std::vector<size_t> contents(k);
+  std::vector<uint32_t> masks(k, 0);
   for (size_t g = 0; g < k; ++g) contents[g] = g;
   uint64_t launches = 0;
   auto next_group = [&]() -> Result<size_t> {
     const size_t g = launches % k;
     if (t.rotate_contents) {
       const size_t c = (g + launches / k) % k;
-      for (size_t i = 0; i < t.sets[g].size(); ++i) {
-        if (t.sets[g][i].out || t.sets[g][i].scratch) continue;
-        Status s = device_.copy_on_device(buffers[g][i], staging[c][i], t.sets[g][i].bytes);
-        KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
-      }
+      masks[g] = schedule.next_mask(c);
+      KILN_RETURN_IF_ERROR(load_contents(g, c, masks[g]));
       contents[g] = c;
     }
     KILN_RETURN_IF_ERROR(poison_outputs(t.sets[g], buffers[g], t.launch.poison));
@@ -475,6 +520,16 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     if (!time.is_ok()) return device_status(time.status(), true);
     samples_us.push_back(*time);
     clocks_mhz.push_back(device_.sm_clock_mhz());
+    // Kept or not is decided after the launch, outside the timed region (THREATS.md row 16).
+    if (int slot = schedule.keep_slot(samples_us.size() - 1); slot >= 0) {
+      for (size_t o = 0; o < t.checks[slot].size(); ++o) {
+        const size_t tensor = t.checks[slot][o].first;
+        Status s =
+            device_.copy_on_device(kept[slot][o], buffers[g][tensor], t.sets[g][tensor].bytes);
+        KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
+      }
+      kept_meta[slot] = KeptLaunch{launches - 1, contents[g], masks[g]};
+    }
     if (!stop.empty()) continue;  // only finishing the rotation's round
     const auto n = static_cast<int64_t>(samples_us.size());
     double elapsed_ms =
@@ -487,32 +542,42 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     if (stop.empty() && elapsed_ms >= t.max_ms) stop = "max_ms";
   }
   noise_rel = relative_iqr(samples_us);
-  if (!t.final_patches.empty()) {
-    // The closing launch of each group: its own set's inputs with a few bytes changed, contents
-    // no launch has seen before, timed like the others (the sample is not kept). A result cached
-    // under the pointer or under a sample of the inputs replays a stale answer here, and the
-    // parent, which chose the patch, checks exactly these outputs (THREATS.md row 3).
+  if (site_count > 0) {
+    // The closing launch of each group: its own set's inputs with every site applied, contents
+    // no launch has had before, timed like the others (the sample is not kept). The parent
+    // computed this launch's reference while the others ran and checks these outputs.
     for (size_t g = 0; g < k; ++g) {
-      for (size_t i = 0; i < t.sets[g].size(); ++i) {
-        if (t.sets[g][i].out || t.sets[g][i].scratch) continue;
-        Status s = device_.copy_on_device(buffers[g][i], staging[g][i], t.sets[g][i].bytes);
-        KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
-      }
-      for (const InputPatch& p : t.final_patches) {
-        if (p.set != g) continue;
-        void* dst = static_cast<unsigned char*>(buffers[g][p.tensor]) + p.offset;
-        Status s = device_.copy_to_device(dst, p.bytes.data(), p.bytes.size());
-        KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
-      }
+      KILN_RETURN_IF_ERROR(load_contents(g, g, schedule.full_mask()));
       KILN_RETURN_IF_ERROR(poison_outputs(t.sets[g], buffers[g], t.launch.poison));
       auto time = device_.time_launch(t.launch.handle, t.launch.geometry, args[g], t.flush_l2);
       if (!time.is_ok()) return device_status(time.status(), true);
       contents[g] = g;
+      masks[g] = schedule.full_mask();
     }
   }
   for (size_t g = 0; g < k; ++g) KILN_RETURN_IF_ERROR(copy_back(t.sets[g], buffers[g]));
-  return json{{"ok", true},         {"samples_us", samples_us}, {"clocks_mhz", clocks_mhz},
-              {"noise_rel", noise_rel}, {"stop", stop}, {"contents_of_group", contents}};
+  json kept_json = json::array();
+  for (size_t slot = 0; slot < kept.size(); ++slot) {
+    if (!kept_meta[slot]) continue;
+    for (size_t o = 0; o < t.checks[slot].size(); ++o) {
+      const auto& [tensor, offset] = t.checks[slot][o];
+      Status s =
+          device_.copy_to_host(arena_.data() + offset, kept[slot][o], t.sets[0][tensor].bytes);
+      KILN_RETURN_IF_ERROR(device_status(std::move(s), true));
+    }
+    kept_json.push_back({{"slot", slot},
+                         {"launch", kept_meta[slot]->launch},
+                         {"contents", kept_meta[slot]->contents},
+                         {"mask", kept_meta[slot]->mask}});
+  }
+  return json{{"ok", true},
+              {"samples_us", samples_us},
+              {"clocks_mhz", clocks_mhz},
+              {"noise_rel", noise_rel},
+              {"stop", stop},
+              {"contents_of_group", contents},
+              {"masks_of_group", masks},
+              {"kept", kept_json}};
 }
 
 }  // namespace

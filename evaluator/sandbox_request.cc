@@ -125,29 +125,68 @@ Result<TimeRequest> parse_time_request(JsonFields& f, const Arena& arena) {
   if (t.rotate_contents && t.sets.size() < 2) {
     return f.field_error("rotate_contents", "needs at least two sets to rotate over");
   }
-  if (const json* patches = f.raw("final")) {
-    if (!patches->is_array()) return f.field_error("final", "expected an array of patches");
-    if (!t.rotate_contents) return f.field_error("final", "needs rotate_contents");
-    for (size_t i = 0; i < patches->size(); ++i) {
-      const json& p = (*patches)[i];
-      std::string where = "final[" + std::to_string(i) + "]";
-      if (!p.is_object() || !p.contains("set") || !p.contains("tensor") || !p.contains("offset") ||
-          !p.contains("bytes") || !p["set"].is_number_unsigned() || !p["tensor"].is_number_unsigned() ||
-          !p["offset"].is_number_unsigned() || !p["bytes"].is_array()) {
-        return f.field_error(where, "expected {set, tensor, offset, bytes: [..]}");
+  if (const json* sites = f.raw("sites")) {
+    if (!t.rotate_contents) return f.field_error("sites", "needs rotate_contents");
+    if (!sites->is_array() || sites->size() != t.sets.size()) {
+      return f.field_error("sites", "expected one array of sites per set");
+    }
+    for (size_t s = 0; s < sites->size(); ++s) {
+      const json& list = (*sites)[s];
+      if (!list.is_array() || list.size() > TimeRequest::kMaxSites) {
+        return f.field_error("sites", "expected at most " + std::to_string(TimeRequest::kMaxSites) +
+                                          " sites per set");
       }
-      InputPatch patch{p["set"].get<size_t>(), p["tensor"].get<size_t>(), p["offset"].get<size_t>(), {}};
-      for (const json& b : p["bytes"]) {
-        if (!b.is_number_unsigned() || b.get<unsigned>() > 255) return f.field_error(where, "bytes are 0..255");
-        patch.bytes.push_back(static_cast<char>(b.get<unsigned>()));
+      std::vector<InputPatch> patches;
+      for (size_t i = 0; i < list.size(); ++i) {
+        const json& p = list[i];
+        std::string where = "sites[" + std::to_string(s) + "][" + std::to_string(i) + "]";
+        if (!p.is_object() || !p.contains("tensor") || !p.contains("offset") ||
+            !p.contains("bytes") || !p["tensor"].is_number_unsigned() ||
+            !p["offset"].is_number_unsigned() || !p["bytes"].is_array()) {
+          return f.field_error(where, "expected {tensor, offset, bytes: [..]}");
+        }
+        InputPatch patch{p["tensor"].get<size_t>(), p["offset"].get<size_t>(), {}};
+        for (const json& b : p["bytes"]) {
+          if (!b.is_number_unsigned() || b.get<unsigned>() > 255)
+            return f.field_error(where, "bytes are 0..255");
+          patch.bytes.push_back(static_cast<char>(b.get<unsigned>()));
+        }
+        const auto& tensors = t.sets[s];
+        if (patch.tensor >= tensors.size() || tensors[patch.tensor].out ||
+            tensors[patch.tensor].scratch || patch.bytes.empty() ||
+            patch.offset + patch.bytes.size() > tensors[patch.tensor].bytes) {
+          return f.field_error(where, "does not fit inside an input of its set");
+        }
+        patches.push_back(std::move(patch));
       }
-      if (patch.set >= t.sets.size() || patch.tensor >= t.sets[patch.set].size() ||
-          t.sets[patch.set][patch.tensor].out || t.sets[patch.set][patch.tensor].scratch ||
-          patch.bytes.empty() ||
-          patch.offset + patch.bytes.size() > t.sets[patch.set][patch.tensor].bytes) {
-        return f.field_error(where, "does not fit inside an input of its set");
+      if (!t.sites.empty() && patches.size() != t.sites[0].size()) {
+        return f.field_error("sites", "every set needs the same number of sites");
       }
-      t.final_patches.push_back(std::move(patch));
+      t.sites.push_back(std::move(patches));
+    }
+  }
+  if (const json* checks = f.raw("checks")) {
+    if (!checks->is_array()) return f.field_error("checks", "expected an array of check slots");
+    for (size_t c = 0; c < checks->size(); ++c) {
+      const json& slot = (*checks)[c];
+      std::string where = "checks[" + std::to_string(c) + "]";
+      if (!slot.is_array()) return f.field_error(where, "expected [{tensor, offset}, ...]");
+      std::vector<std::pair<size_t, uint64_t>> outputs;
+      for (const json& o : slot) {
+        if (!o.is_object() || !o.contains("tensor") || !o.contains("offset") ||
+            !o["tensor"].is_number_unsigned() || !o["offset"].is_number_unsigned()) {
+          return f.field_error(where, "expected [{tensor, offset}, ...]");
+        }
+        const size_t tensor = o["tensor"].get<size_t>();
+        if (tensor >= t.sets[0].size() || !t.sets[0][tensor].out) {
+          return f.field_error(where, "names a tensor that is not an output");
+        }
+        const uint64_t offset = o["offset"].get<uint64_t>();
+        KILN_RETURN_IF_ERROR(
+            arena.check_range(offset, t.sets[0][tensor].bytes, "request 'time' " + where));
+        outputs.emplace_back(tensor, offset);
+      }
+      t.checks.push_back(std::move(outputs));
     }
   }
   KILN_RETURN_IF_ERROR(f.finish());

@@ -41,17 +41,19 @@ Result<std::vector<TensorLayout>> parse_tensors(const nlohmann::json& list,
                                                 const std::string& path, const Arena& arena,
                                                 bool after_required);
 
-// A "time" request with its defaults; sets agree with sets[0] in tensor count, sizes and
-// directions, and rotate_contents comes with at least two sets.
-// A few bytes written into one input of one set's group before the closing launch (see do_time).
+// A few bytes of one input of one set: a site that launches change (see do_time).
 struct InputPatch {
-  size_t set = 0;
-  size_t tensor = 0;     // index into the set's tensor list (an input)
-  size_t offset = 0;     // byte offset inside that tensor
+  size_t tensor = 0;  // index into the set's tensor list (an input)
+  size_t offset = 0;  // byte offset inside that tensor
   std::string bytes;
 };
 
+// A "time" request with its defaults; sets agree with sets[0] in tensor count, sizes and
+// directions, and rotate_contents comes with at least two sets. `sites` (needs rotate_contents)
+// has one list per set, at most kMaxSites each; `checks` gives, per check slot, the arena offset
+// of every output tensor (by tensor index) where a kept launch's outputs are copied back.
 struct TimeRequest {
+  static constexpr size_t kMaxSites = 16;
   LaunchFields launch;
   std::vector<std::vector<TensorLayout>> sets;
   int64_t warmup = 3;
@@ -61,7 +63,8 @@ struct TimeRequest {
   double target_noise_rel = 0.005;
   bool flush_l2 = true;
   bool rotate_contents = false;
-  std::vector<InputPatch> final_patches;  // "final": needs rotate_contents
+  std::vector<std::vector<InputPatch>> sites;
+  std::vector<std::vector<std::pair<size_t, uint64_t>>> checks;  // per slot: (tensor, offset)
 };
 
 // Reads every field of `fields` (then finish(): an unknown field is an error).

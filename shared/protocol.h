@@ -155,7 +155,7 @@ struct Timing {
   uint32_t samples = 0;
   double noise_rel = 0;  // relative noise reached when sampling stopped
   double sm_clock_mhz = 0;
-  uint32_t dropped_samples = 0;  // throttled samples left out
+  uint32_t throttled_samples = 0;  // samples taken below 95% of the run's highest SM clock (kept)
   bool operator==(const Timing&) const = default;
 };
 

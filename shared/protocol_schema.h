@@ -104,7 +104,7 @@ void fields(V& v, Is<Timing> auto& m) {
   v("samples", m.samples, kOptional);
   v("noise_rel", m.noise_rel, kOptional);
   v("sm_clock_mhz", m.sm_clock_mhz, kOptional);
-  v("dropped_samples", m.dropped_samples, kOptional);
+  v("throttled_samples", m.throttled_samples, kOptional);
 }
 
 template <class V>

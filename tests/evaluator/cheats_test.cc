@@ -4,6 +4,7 @@
 // outcome at the expected stage. honest.cpp is the control that must verify.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -47,8 +48,7 @@ const CheatCase kCpuCheats[] = {
      "identifier:std::thread"},
     // Declares thrd_create by hand, past the scan: refused after compiling, because the shared
     // object imports a function outside the math/memory allow-list.
-    {"c11_thread", "c11_thread.cpp", DType::kF32, Outcome::kRejected, "compile",
-     "refused"},
+    {"c11_thread", "c11_thread.cpp", DType::kF32, Outcome::kRejected, "compile", "refused"},
     {"load_time_hook", "load_time_hook.cpp", DType::kF32, Outcome::kRejected, "scan",
      "identifier:constructor"},
     {"warmup_counter", "warmup_counter.cpp", DType::kF32, Outcome::kWrongAnswer, "sweep",
@@ -59,24 +59,48 @@ const CheatCase kCpuCheats[] = {
     {"reads_stale_output", "reads_stale_output.cpp", DType::kF32, Outcome::kWrongAnswer,
      "determinism", "differ bitwise"},
     {"fixed_n256", "fixed_n256.cpp", DType::kF32, Outcome::kWrongAnswer, "sweep"},
-    {"no_tail", "no_tail.cpp", DType::kF32, Outcome::kWrongAnswer, "edge", "unwritten"},
+    // The edge shapes are also adversarial shapes now: caught there, first.
+    {"no_tail", "no_tail.cpp", DType::kF32, Outcome::kWrongAnswer, "adversarial", "unwritten"},
     // Row 9 (faster than physics), with the honest kernel: a ceiling of 1 kB/s puts the floor of
     // 132 kB far above any real time; 100 GB/s (more than a cpu reaches) must not trip it.
     {"honest_below_absurd_floor", "honest.cpp", DType::kF32, Outcome::kRejected, "floor",
      "below the physical floor", 1e3},
     {"honest_above_plausible_floor", "honest.cpp", DType::kF32, Outcome::kVerified, "", "", 1e11},
+    // Row 15: remembers outputs by inputs compared in full. Every launch has inputs no earlier
+    // launch had, so it never hits and stays right (CpuCheatTiming checks it gains nothing).
+    {"memo_full_compare", "memo_full_compare.cpp", DType::kF32, Outcome::kVerified, ""},
+    // Rows 15 and 20: remembers outputs keyed on a sample of positions; the launches it answers
+    // from the cache are stale where the sites moved.
+    {"memo_sampled", "memo_sampled.cpp", DType::kF32, Outcome::kWrongAnswer, "timed_outputs",
+     "launch"},
+    // Row 16: computes every other timed launch only.
+    {"skips_alternate_launches", "skips_alternate_launches.cpp", DType::kF32, Outcome::kWrongAnswer,
+     "timed_outputs", "unwritten"},
+    // Row 16, the timing side: always right, four times the work on alternate launches.
+    {"bimodal_work", "bimodal_work.cpp", DType::kF32, Outcome::kRejected, "timing", "bimodal"},
+    // Row 17: nondeterministic except at the largest sweep shape.
+    {"nondeterministic_off_shape", "nondeterministic_off_shape.cpp", DType::kF32,
+     Outcome::kWrongAnswer, "determinism", "differ bitwise"},
+    // Row 17: unsafe with large values except at the first sweep shape.
+    {"unsafe_off_shape", "unsafe_off_shape.cpp", DType::kF32, Outcome::kWrongAnswer, "adversarial"},
+    // Row 20 on cross_entropy, where one logit moved by a few units changes a loss by less than
+    // the tolerance: the sites move far past the row's largest logit.
+    {"ce_memo_sampled", "ce_memo_sampled.cpp", DType::kF32, Outcome::kWrongAnswer, "timed_outputs",
+     "launch", 0, "cross_entropy"},
 };
 
 class CpuCheats : public ::testing::TestWithParam<CheatCase> {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
-    Result<TargetSpec> target = load_target(testing::source_root() + "/targets/rmsnorm");
-    if (!target.is_ok()) {
-      setup_error_ = target.status().to_string();
-      return;
+    for (const char* name : {"rmsnorm", "cross_entropy"}) {
+      Result<TargetSpec> target = load_target(testing::source_root() + "/targets/" + name);
+      if (!target.is_ok()) {
+        setup_error_ = target.status().to_string();
+        return;
+      }
+      targets_[name] = TargetSpec(std::move(target).value());
     }
-    target_ = new TargetSpec(std::move(target).value());
     auto toolchain = Toolchain::create("cpu", dir_->path());
     if (!toolchain.is_ok()) {
       setup_error_ = toolchain.status().to_string();
@@ -86,45 +110,65 @@ class CpuCheats : public ::testing::TestWithParam<CheatCase> {
   }
   static void TearDownTestSuite() {
     delete toolchain_;
-    delete target_;
     delete dir_;
     toolchain_ = nullptr;
-    target_ = nullptr;
     dir_ = nullptr;
+    targets_.clear();
   }
   void SetUp() override { ASSERT_TRUE(setup_error_.empty()) << setup_error_; }
 
   static inline testing::TempDir* dir_ = nullptr;
-  static inline TargetSpec* target_ = nullptr;
+  static inline std::map<std::string, TargetSpec> targets_;
   static inline Toolchain* toolchain_ = nullptr;
   static inline std::string setup_error_;
+
+  // Evaluates tests/cheats/cpu/<file> as a seed of `target` (at a small benchmark shape for
+  // rmsnorm, the target's cpu benchmark otherwise).
+  static proto::EvaluationResult evaluate(const char* file, const std::string& target, DType dtype,
+                                          double bandwidth_bytes_per_s) {
+    const std::string path = testing::source_root() + "/tests/cheats/cpu/" + file;
+    const TargetSpec& spec = targets_.at(target);
+    CandidateSpec candidate;
+    candidate.label = file;
+    candidate.source = testing::read_text(path);
+    EXPECT_FALSE(candidate.source.empty()) << "cannot read " << path;
+    const BackendSpec* cpu = spec.backend("cpu");
+    EXPECT_NE(cpu, nullptr);
+    if (cpu == nullptr) return {};
+    candidate.geometry = &cpu->seed;
+    candidate.kernel_name = cpu->seed.kernel_name;
+    EvaluatorOptions options;
+    options.kiln_binary = testing::kiln_binary();
+    options.cache_dir = dir_->path();
+    if (target == "rmsnorm") options.benchmark_override = Shape{{"M", 64}, {"N", 256}};
+    options.min_samples = 10;
+    options.max_timing_ms = 200;
+    options.time = true;
+    options.bandwidth_bytes_per_s = bandwidth_bytes_per_s;
+    auto evaluator = CandidateEvaluator::create(spec, "cpu", toolchain_->compiler(), options);
+    EXPECT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
+    if (!evaluator.is_ok()) return {};
+    return (*evaluator)->evaluate(candidate, dtype);
+  }
 };
 
 TEST_P(CpuCheats, IsCaughtAtItsStage) {
   const CheatCase& c = GetParam();
-  const std::string path = testing::source_root() + "/tests/cheats/cpu/" + c.file;
-  CandidateSpec candidate;
-  candidate.label = c.file;
-  candidate.source = testing::read_text(path);
-  ASSERT_FALSE(candidate.source.empty()) << "cannot read " << path;
-  const BackendSpec* cpu = target_->backend("cpu");
-  ASSERT_NE(cpu, nullptr);
-  candidate.geometry = &cpu->seed;
-  candidate.kernel_name = "rmsnorm_seed";
-
-  EvaluatorOptions options;
-  options.kiln_binary = testing::kiln_binary();
-  options.cache_dir = dir_->path();
-  options.benchmark_override = Shape{{"M", 64}, {"N", 256}};
-  options.min_samples = 10;
-  options.max_timing_ms = 200;
-  options.time = true;
-  options.bandwidth_bytes_per_s = c.bandwidth_bytes_per_s;
-  auto evaluator = CandidateEvaluator::create(*target_, "cpu", toolchain_->compiler(), options);
-  ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
-
-  proto::EvaluationResult r = (*evaluator)->evaluate(candidate, c.dtype);
+  proto::EvaluationResult r = evaluate(c.file, c.target, c.dtype, c.bandwidth_bytes_per_s);
   testing::expect_caught_as_described(c, r);
+}
+
+// Row 15: a replayed answer is hundreds of times faster than the work (315x was seen on this
+// backend). The full-compare memo must not be much faster than the honest kernel: a coarse
+// bound (half), far from both the replay and the noise.
+using CpuCheatTiming = CpuCheats;
+TEST_F(CpuCheatTiming, FullCompareMemoGetsNoCacheHits) {
+  proto::EvaluationResult honest = evaluate("honest.cpp", "rmsnorm", DType::kF32, 0);
+  proto::EvaluationResult memo = evaluate("memo_full_compare.cpp", "rmsnorm", DType::kF32, 0);
+  ASSERT_EQ(honest.outcome, Outcome::kVerified) << testing::describe(honest);
+  ASSERT_EQ(memo.outcome, Outcome::kVerified) << testing::describe(memo);
+  EXPECT_GT(memo.timing.median_us, 0.5 * honest.timing.median_us)
+      << "honest " << honest.timing.median_us << " us, memo " << memo.timing.median_us << " us";
 }
 
 INSTANTIATE_TEST_SUITE_P(Threats, CpuCheats, ::testing::ValuesIn(kCpuCheats),

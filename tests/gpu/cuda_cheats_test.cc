@@ -63,7 +63,8 @@ const CheatCase kCudaCheats[] = {
     {"reads_stale_output", "reads_stale_output.cu", DType::kF16, Outcome::kWrongAnswer,
      "determinism", "differ bitwise"},
     {"fixed_n256", "fixed_n256.cu", DType::kF16, Outcome::kWrongAnswer, "sweep"},
-    {"no_tail", "no_tail.cu", DType::kF16, Outcome::kWrongAnswer, "edge", "unwritten"},
+    // The edge shapes are also adversarial shapes now: caught there, first.
+    {"no_tail", "no_tail.cu", DType::kF16, Outcome::kWrongAnswer, "adversarial", "unwritten"},
     {"infinite_loop", "infinite_loop.cu", DType::kF16, Outcome::kTimeout, "smoke"},
     {"illegal_address", "illegal_address.cu", DType::kF16, Outcome::kCrash, "smoke"},
     // Row 9 (faster than physics), with the honest kernel: a ceiling of 1 kB/s puts the floor of
@@ -71,6 +72,20 @@ const CheatCase kCudaCheats[] = {
     {"honest_below_absurd_floor", "honest.cu", DType::kF16, Outcome::kRejected, "floor",
      "below the physical floor", 1e3},
     {"honest_above_plausible_floor", "honest.cu", DType::kF16, Outcome::kVerified, "", "", 5e12},
+    // Rows 15 and 20: per-row outputs remembered under a sample of input positions; launches
+    // answered from the cache are stale where the secret sites moved.
+    {"memo_sampled", "memo_sampled.cu", DType::kF16, Outcome::kWrongAnswer, "timed_outputs",
+     "launch"},
+    // Row 16: computes every other timed launch only.
+    {"skips_alternate_launches", "skips_alternate_launches.cu", DType::kF16, Outcome::kWrongAnswer,
+     "timed_outputs", "unwritten"},
+    // Row 16, the timing side: always right, eight times the work on alternate launches.
+    {"bimodal_work", "bimodal_work.cu", DType::kF16, Outcome::kRejected, "timing", "bimodal"},
+    // Row 17: nondeterministic except at the largest sweep shape.
+    {"nondeterministic_off_shape", "nondeterministic_off_shape.cu", DType::kF16,
+     Outcome::kWrongAnswer, "determinism", "differ bitwise"},
+    // Row 17: unsafe with large values except at the first sweep shape.
+    {"unsafe_off_shape", "unsafe_off_shape.cu", DType::kF16, Outcome::kWrongAnswer, "adversarial"},
 };
 
 std::string cheat_path(const char* file) {

@@ -176,7 +176,7 @@ TEST(ProtocolRoundTrip, ResultKeepsEveryNestedField) {
   EXPECT_EQ(got.stages[1], want.stages[1]);
   EXPECT_EQ(got.timing.median_us, 10.5);
   EXPECT_EQ(got.timing.samples, 200u);
-  EXPECT_EQ(got.timing.dropped_samples, 3u);
+  EXPECT_EQ(got.timing.throttled_samples, 3u);
   EXPECT_EQ(got.timing.sm_clock_mhz, 1980.0);
   EXPECT_EQ(got.metrics, want.metrics);
   EXPECT_EQ(got.log, want.log);

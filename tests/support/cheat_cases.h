@@ -26,6 +26,7 @@ struct CheatCase {
   const char* failing_stage;  // the stage that must fail (all before it pass); "" for kVerified
   const char* detail = "";    // a substring of that stage's detail; "" for any
   double bandwidth_bytes_per_s = 0;  // EvaluatorOptions' floor ceiling (0: no floor check)
+  const char* target = "rmsnorm";    // the built-in target the kernel is a seed of
 };
 
 inline void PrintTo(const CheatCase& c, std::ostream* os) {

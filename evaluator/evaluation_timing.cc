@@ -1,0 +1,350 @@
+// The timing phase of an evaluation (THREATS.md rows 3, 8, 9, 13-16 and 20). The kernel is timed
+// on several input sets whose contents rotate through the launched buffers; every launch also
+// gets a secret subset of its set's sites changed, so no launch sees inputs an earlier one had
+// and a cache of earlier answers cannot serve it. The outputs checked afterwards are those of
+// each group's closing launch (every site applied) and of timed launches the child kept by
+// reservoir sampling as they ran. Then the samples must form one cluster (a kernel that does
+// less work on some launches has no single time), and the median must respect the floor.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "evaluator/evaluation_internal.h"
+
+namespace kiln::eval {
+namespace {
+
+// Rows of the benchmark shape's outputs that are re-checked after timing when the reference can
+// compute single rows (Reference::has_rows): enough that a replayed or partly computed answer
+// shows up, few enough that an O(M*N*K) reference stays fast.
+constexpr size_t kSampledRows = 64;
+// Sites per timing set: 2^16 - 1 distinct masks, far more than the launches of one run.
+constexpr size_t kSitesPerSet = 16;
+// How far a site moves, in units of its input's spread (on top of the value's own size).
+constexpr double kSiteShift = 8.0;
+
+// An exclusive flock on a file shared by every kiln process of this user on this machine; a no-op
+// when `take` is false or the file cannot be opened (timing then goes on unserialised).
+class CpuTimingLock {
+ public:
+  explicit CpuTimingLock(bool take) {
+    if (!take) return;
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("kiln-cpu-timing-" + std::to_string(getuid()) + ".lock"))
+                                 .string();
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~CpuTimingLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  CpuTimingLock(const CpuTimingLock&) = delete;
+  CpuTimingLock& operator=(const CpuTimingLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The RMS of up to 4096 finite values spread over `v` (a site's scale; the whole tensor would
+// cost a pass over it).
+double spread_of(const std::vector<double>& v) {
+  const size_t step = std::max<size_t>(1, v.size() / 4096);
+  double sum = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < v.size(); i += step) {
+    if (!std::isfinite(v[i])) continue;
+    sum += v[i] * v[i];
+    ++n;
+  }
+  return n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 0;
+}
+
+nlohmann::json site_json(const Site& s, const TensorSlot& slot) {
+  std::string bytes(dtype_bytes(slot.dtype), '\0');
+  encode(slot.dtype, &s.changed, 1, bytes.data());
+  nlohmann::json list = nlohmann::json::array();
+  for (char b : bytes) list.push_back(static_cast<unsigned>(static_cast<unsigned char>(b)));
+  return {{"tensor", s.slot}, {"offset", s.element * dtype_bytes(slot.dtype)}, {"bytes", list}};
+}
+
+}  // namespace
+
+std::vector<Site> CandidateEvaluator::Impl::choose_sites(SetData& d, DType dtype) {
+  std::vector<size_t> eligible;
+  size_t total = 0;
+  for (size_t i = 0; i < d.slots.size(); ++i) {
+    const TensorSlot& s = d.slots[i];
+    if (s.arg->role != TargetArg::Role::kInput || !s.arg->index_bound.empty() || s.count == 0)
+      continue;
+    eligible.push_back(i);
+    total += s.count;
+  }
+  std::vector<Site> sites;
+  if (eligible.empty()) return sites;
+  std::map<size_t, double> spread;
+  std::set<std::pair<size_t, size_t>> used;
+  const size_t n = std::min(kSitesPerSet, total);
+  for (size_t k = 0; sites.size() < n && k < 8 * n; ++k) {
+    const size_t slot = eligible[k % eligible.size()];
+    const size_t element = seeds.next() % d.slots[slot].count;
+    if (!used.insert({slot, element}).second) continue;
+    if (!spread.count(slot)) spread[slot] = spread_of(d.values[slot]);
+    Site s{slot, element, d.values[slot][element], 0};
+    // Upwards and far: past the largest values of a normal input, which moves a softmax or a
+    // log-sum-exp row as much as it moves a sum (THREATS.md row 20).
+    const double base = std::isfinite(s.original) ? std::fabs(s.original) : 0;
+    s.changed = round_to(d.slots[slot].dtype, base + kSiteShift * std::max(spread[slot], 0.125));
+    if (s.changed == s.original) s.changed = round_to(d.slots[slot].dtype, base + 1);
+    sites.push_back(s);
+  }
+  for (const Site& s : sites) d.values[s.slot][s.element] = s.changed;
+  (void)dtype;
+  return sites;
+}
+
+std::vector<int64_t> CandidateEvaluator::Impl::site_rows(const SetData& d) const {
+  std::vector<int64_t> rows;
+  const auto outputs = target.outputs();
+  if (outputs.empty() || outputs.front()->shape.empty()) return rows;
+  const std::string& first = outputs.front()->shape.front();
+  for (const Site& s : d.sites) {
+    const TensorSlot& slot = d.slots[s.slot];
+    if (slot.arg->shape.empty() || slot.arg->shape.front() != first) continue;
+    const auto n = static_cast<size_t>(d.shape.at(first));
+    if (n > 0) rows.push_back(static_cast<int64_t>(s.element / (slot.count / n)));
+  }
+  return rows;
+}
+
+std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
+    const CandidateSpec& c, KernelHandle handle, DType dtype, std::vector<SetData> sets,
+    proto::EvaluationResult* r, const StageFn& stage,
+    const std::function<void(const std::string&)>& say, bool has_progress,
+    const std::function<double()>& phase_ms) {
+  const Shape bench = benchmark();
+  Result<LaunchGeometry> g = geometry(c, bench, dtype);
+  if (!g.is_ok()) {
+    stage("timed_outputs", false, g.status().message(), 0, 0);
+    return proto::Outcome::kCrash;
+  }
+  const bool rotate = sets.size() >= 2;
+  nlohmann::json sets_json = nlohmann::json::array();
+  nlohmann::json sites_json = nlohmann::json::array();
+  for (auto& set : sets) {
+    sets_json.push_back(tensors_json(set.slots));
+    if (!rotate) continue;
+    set.sites = choose_sites(set, dtype);
+    nlohmann::json list = nlohmann::json::array();
+    for (const Site& s : set.sites) list.push_back(site_json(s, set.slots[s.slot]));
+    sites_json.push_back(list);
+  }
+  size_t check_cursor = timing_base;
+  for (uint32_t s = 0; s < options.timing_sets; ++s)
+    layout(target, bench, dtype, false, &check_cursor);
+  const std::vector<std::vector<TensorSlot>> checks = check_layouts(dtype, &check_cursor);
+  nlohmann::json checks_json = nlohmann::json::array();
+  for (const auto& slots : checks) {
+    nlohmann::json outs = nlohmann::json::array();
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].arg->role == TargetArg::Role::kOutput)
+        outs.push_back({{"tensor", i}, {"offset", slots[i].offset}});
+    }
+    checks_json.push_back(outs);
+  }
+  r->metrics["inputs_ready_at_ms"] = phase_ms();
+  // The references of the closing launches (one thread per set: reference code is
+  // single-threaded) run while the child times the candidate -- on a GPU. On the cpu backend they
+  // would take the cores the candidate is timed on, so they run after the timing.
+  const auto policy = backend == "cpu" ? std::launch::deferred : std::launch::async;
+  std::vector<std::future<void>> refs;
+  for (auto& set : sets) {
+    // An expensive reference is computed (and the timed outputs checked) on secret rows only.
+    set.rows = sampled_rows(bench, kSampledRows, site_rows(set));
+    refs.push_back(std::async(policy, [this, &set, &bench] { compute_reference(set, bench); }));
+  }
+  nlohmann::json req = geometry_json(*g);
+  req.update({{"op", "time"},
+              {"handle", handle},
+              {"args", args_json(target, bench)},
+              {"sets", sets_json},
+              {"warmup", options.warmup},
+              {"min_samples", options.min_samples},
+              {"max_samples", options.max_samples},
+              {"max_ms", options.max_timing_ms},
+              {"target_noise_rel", options.target_noise_rel},
+              {"flush_l2", options.flush_l2},
+              {"poison", kPoisonA},
+              {"rotate_contents", rotate}});
+  if (rotate) {
+    req["sites"] = sites_json;
+    req["checks"] = checks_json;
+  }
+  const uint32_t timeout = options.phase_timeout_ms + options.max_timing_ms * 2;
+  Result<nlohmann::json> reply = [&] {
+    // On the cpu backend the candidate is timed on the cores every other evaluator process of
+    // this machine uses too: one timing at a time per machine, or each measures the others.
+    CpuTimingLock lock(backend == "cpu");
+    return sandbox->call(req, timeout);
+  }();
+  r->metrics["timed_at_ms"] = phase_ms();
+  for (auto& f : refs) f.wait();
+  r->metrics["references_at_ms"] = phase_ms();
+  const std::string what = "timing " + shape_string(bench) + " " + std::string(dtype_name(dtype));
+  auto fail = [&](proto::Outcome outcome, const std::string& detail, double worst, uint32_t cases) {
+    stage("timed_outputs", false, detail, worst, cases);
+    r->log = detail;
+    return outcome;
+  };
+  CaseOutcome failed;
+  if (!reply.is_ok())
+    failed = call_failed(reply.status(), what);
+  else if (!reply->value("ok", false))
+    failed = reply_failed(*reply, what);
+  if (failed.kind != CaseKind::kPass) {
+    return fail(failed.kind == CaseKind::kTimeout ? proto::Outcome::kTimeout
+                : failed.kind == CaseKind::kCrash ? proto::Outcome::kCrash
+                                                  : proto::Outcome::kInternalError,
+                failed.detail, 0, 0);
+  }
+  // Which set's inputs each group held at its last launch: the reference to check it against.
+  Result<std::vector<size_t>> contents = contents_of_group(*reply, sets.size());
+  if (!contents.is_ok()) {
+    return fail(proto::Outcome::kInternalError, what + ": " + contents.status().message(), 0, 0);
+  }
+  // The outputs of the closing launches must be right (THREATS.md rows 3 and 8).
+  double worst = 0;
+  for (size_t grp = 0; grp < sets.size(); ++grp) {
+    CaseOutcome o = check_outputs_against(sets[grp].slots, sets[(*contents)[grp]], dtype, kPoisonA);
+    worst = std::max(worst, o.worst_rel);
+    if (o.kind != CaseKind::kPass) {
+      return fail(proto::Outcome::kWrongAnswer,
+                  what + ", closing launch of group " + std::to_string(grp) + ": " + o.detail,
+                  worst, static_cast<uint32_t>(sets.size()));
+    }
+  }
+  // The kept launches: each set's picks are checked in turn on that set's buffers (its values
+  // get the pick's sites), the sets in parallel.
+  Result<std::vector<KeptLaunch>> kept =
+      kept_launches(*reply, sets.size(), static_cast<uint32_t>(checks.size()),
+                    sets.empty() ? 0 : sets[0].sites.size());
+  if (!kept.is_ok()) {
+    return fail(proto::Outcome::kInternalError, what + ": " + kept.status().message(), worst, 0);
+  }
+  std::vector<std::vector<KeptLaunch>> by_set(sets.size());
+  for (const KeptLaunch& k : *kept) by_set[k.contents].push_back(k);
+  std::vector<std::future<std::pair<CaseOutcome, std::string>>> picks;
+  for (size_t s = 0; s < sets.size(); ++s) {
+    if (by_set[s].empty()) continue;
+    picks.push_back(std::async(policy, [this, &sets, &by_set, &checks, &bench, s, dtype] {
+      SetData& d = sets[s];
+      std::pair<CaseOutcome, std::string> out;
+      for (const KeptLaunch& k : by_set[s]) {
+        for (size_t b = 0; b < d.sites.size(); ++b) {
+          const Site& site = d.sites[b];
+          d.values[site.slot][site.element] = (k.mask >> b & 1u) ? site.changed : site.original;
+        }
+        d.rows = sampled_rows(bench, kSampledRows, site_rows(d));
+        compute_reference(d, bench);
+        CaseOutcome o = check_outputs_against(checks[k.slot], d, dtype, kPoisonA);
+        out.first.worst_rel = std::max(out.first.worst_rel, o.worst_rel);
+        if (o.kind != CaseKind::kPass) {
+          out.first.kind = o.kind;
+          out.second = "timed launch " + std::to_string(k.launch) +
+                       " (kept at random after it ran; inputs of set " + std::to_string(s) +
+                       " with a secret subset of its sites changed): " + o.detail;
+          break;
+        }
+      }
+      return out;
+    }));
+  }
+  for (auto& p : picks) {
+    auto [o, detail] = p.get();
+    worst = std::max(worst, o.worst_rel);
+    if (o.kind != CaseKind::kPass && failed.kind == CaseKind::kPass) {
+      failed = o;
+      failed.detail = what + ", " + detail;
+    }
+  }
+  r->metrics["kept_checked_at_ms"] = phase_ms();
+  const auto checked = static_cast<uint32_t>(sets.size() + kept->size());
+  if (failed.kind != CaseKind::kPass)
+    return fail(proto::Outcome::kWrongAnswer, failed.detail, worst, checked);
+  stage("timed_outputs", true,
+        std::to_string(sets.size()) + " closing launches and " + std::to_string(kept->size()) +
+            " timed launches kept at random" +
+            (sets.empty() || sets[0].sites.empty()
+                 ? ""
+                 : "; every launch had a secret subset of " + std::to_string(sets[0].sites.size()) +
+                       " input sites changed"),
+        worst, checked);
+  timing_buffers = std::move(sets);  // their host buffers serve the next candidate
+
+  const std::vector<double> samples = (*reply)["samples_us"].get<std::vector<double>>();
+  const std::vector<double> clocks = (*reply)["clocks_mhz"].get<std::vector<double>>();
+  TimingStats t = timing_stats(samples, clocks, options.throttle_fraction);
+  r->timing = {t.median_us, t.iqr_us,       t.min_us,   t.samples,
+               t.noise_rel, t.sm_clock_mhz, t.throttled};
+  std::string clock_note;
+  if (t.max_clock_mhz > 0) {
+    clock_note =
+        "SM clock " + fmt_double(t.min_clock_mhz) + "-" + fmt_double(t.max_clock_mhz) + " MHz";
+    if (t.throttled > 0) {
+      clock_note += ", " + std::to_string(t.throttled) + " of " + std::to_string(t.samples) +
+                    " samples below " + fmt_double(options.throttle_fraction * 100) +
+                    "% of the top clock (kept in the median)";
+    }
+    r->metrics["sm_clock_min_mhz"] = t.min_clock_mhz;
+    r->metrics["sm_clock_max_mhz"] = t.max_clock_mhz;
+  }
+  if (std::string problem = timing_problem(samples); !problem.empty()) {
+    stage("timing", false, problem, 0, t.samples);
+    r->log = problem;
+    return proto::Outcome::kRejected;
+  }
+  stage("timing", true,
+        "median of all " + std::to_string(t.samples) + " samples" +
+            (clock_note.empty() ? "" : "; " + clock_note),
+        0, t.samples);
+  ExprVars vars = expr_vars(bench, dtype, c.params);
+  const double bytes = eval_expr(target.bytes_expr, vars).value_or(0);
+  const double flops = eval_expr(target.flops_expr, vars).value_or(0);
+  r->metrics["bytes"] = bytes;
+  r->metrics["flops"] = flops;
+  if (t.median_us > 0) {
+    r->metrics["bytes_per_s"] = bytes / (t.median_us * 1e-6);
+    r->metrics["flops_per_s"] = flops / (t.median_us * 1e-6);
+  }
+  // The physical floor (THREATS.md row 9): faster than moving the bytes at the measured
+  // bandwidth, or doing the flops at the measured matrix rate, is impossible.
+  double floor_us = 0;
+  if (options.bandwidth_bytes_per_s > 0) floor_us = bytes / options.bandwidth_bytes_per_s * 1e6;
+  if (options.matrix_flops_per_s > 0)
+    floor_us = std::max(floor_us, flops / options.matrix_flops_per_s * 1e6);
+  if (floor_us > 0 && t.median_us > 0) {
+    r->metrics["floor_us"] = floor_us;
+    r->metrics["fraction_of_floor"] = floor_us / t.median_us;
+    // 3% below the floor is allowed for ceiling measurement noise.
+    if (t.median_us < 0.97 * floor_us) {
+      stage("floor", false,
+            "median " + fmt_double(t.median_us) + " us is below the physical floor of " +
+                fmt_double(floor_us) + " us: impossible, rejected",
+            0, 1);
+      return proto::Outcome::kRejected;
+    }
+    stage("floor", true, "", 0, 1);
+  }
+  say("time: median " + fmt_double(t.median_us) + " us, IQR " + fmt_double(t.iqr_us) + " us, " +
+      std::to_string(t.samples) + " samples, noise " + fmt_double(t.noise_rel * 100) + "%" +
+      (clock_note.empty() ? "" : ", " + clock_note));
+  if (options.profile || c.profile) {
+    profile_phase(handle, *g, bench, sets_json[0], r, say, has_progress);
+    r->metrics["profiled_at_ms"] = phase_ms();
+  }
+  return std::nullopt;
+}
+
+}  // namespace kiln::eval
