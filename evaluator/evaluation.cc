@@ -63,6 +63,8 @@ proto::Outcome outcome_of(CaseKind k) {
     case CaseKind::kPass: return proto::Outcome::kVerified;
     case CaseKind::kWrong: return proto::Outcome::kWrongAnswer;
     case CaseKind::kInputMutated: return proto::Outcome::kRejected;
+    case CaseKind::kOutOfBounds:
+      return proto::Outcome::kRejected;
     case CaseKind::kTimeout: return proto::Outcome::kTimeout;
     case CaseKind::kCrash: return proto::Outcome::kCrash;
     case CaseKind::kInternal: return proto::Outcome::kInternalError;

@@ -41,7 +41,7 @@ struct CaseSpec {
   Distribution dist = Distribution::kNormal;
 };
 
-enum class CaseKind { kPass, kWrong, kInputMutated, kTimeout, kCrash, kInternal };
+enum class CaseKind { kPass, kWrong, kInputMutated, kOutOfBounds, kTimeout, kCrash, kInternal };
 
 struct CaseOutcome {
   CaseKind kind = CaseKind::kPass;
@@ -154,6 +154,28 @@ inline Result<std::vector<size_t>> contents_of_group(const nlohmann::json& reply
                           reported.dump() + " for " + std::to_string(sets) + " sets)");
   }
   return contents;
+}
+
+// The sandbox reply's "guards" (see sandbox_child.cc) as a sentence naming each buffer and where
+// the kernel wrote outside it, or "" when every guard held. A malformed list counts as a
+// violation (the child always sends one).
+inline std::string guard_violations(const nlohmann::json& reply,
+                                    const std::vector<TensorSlot>& slots) {
+  const nlohmann::json guards = reply.value("guards", nlohmann::json());
+  if (!guards.is_array()) return "the sandbox reported no guard check";
+  std::string out;
+  for (const nlohmann::json& g : guards) {
+    const size_t tensor = g.value("tensor", size_t{0});
+    const std::string name =
+        tensor < slots.size() ? slots[tensor].arg->name : "#" + std::to_string(tensor);
+    const bool after = g.value("side", std::string()) == "after";
+    const size_t offset = g.value("offset", size_t{0});
+    const size_t bytes = g.value("bytes", size_t{0});
+    out += (out.empty() ? "" : "; ") + std::to_string(bytes) + " byte(s) written " +
+           (after ? "after the end of '" : "before the start of '") + name + "', the nearest " +
+           std::to_string(offset) + " byte(s) " + (after ? "past its end" : "before its start");
+  }
+  return out.empty() ? "" : "writes outside its buffers: " + out;
 }
 
 // One entry of the "time" reply's "kept": a timed launch whose outputs wait in check slot `slot`.
@@ -577,6 +599,9 @@ class CandidateEvaluator::Impl {
                        " " + std::string(distribution_name(cs.dist));
     if (!reply.is_ok()) return call_failed(reply.status(), what);
     if (!reply->value("ok", false)) return reply_failed(*reply, what);
+    if (std::string oob = guard_violations(*reply, d.slots); !oob.empty()) {
+      return {CaseKind::kOutOfBounds, 0, what + ": " + oob, {}};
+    }
     const unsigned char* arena = sandbox->arena();
     for (size_t i = 0; i < d.slots.size(); ++i) {
       const TensorSlot& s = d.slots[i];

@@ -209,6 +209,9 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
                                                   : proto::Outcome::kInternalError,
                 failed.detail, 0, 0);
   }
+  if (std::string oob = guard_violations(*reply, sets[0].slots); !oob.empty()) {
+    return fail(proto::Outcome::kRejected, what + ": " + oob, 0, 0);
+  }
   // Which set's inputs each group held at its last launch: the reference to check it against.
   Result<std::vector<size_t>> contents = contents_of_group(*reply, sets.size());
   if (!contents.is_ok()) {

@@ -8,7 +8,7 @@
 //   {"op":"hello"} -> {"ok":true,"device":name,"arch":arch,"backend":b}
 //   {"op":"load","path":file,"kernel":name} -> {"ok":true,"handle":h}   (cubin or .so bytes)
 //   {"op":"unload","handle":h} -> {"ok":true}
-//   {"op":"run",<launch>,"tensors":[<tensor>,...],"poison":byte} -> {"ok":true}
+//   {"op":"run",<launch>,"tensors":[<tensor>,...],"poison":byte} -> {"ok":true,"guards":[...]}
 //     <launch> = "handle":h,"grid":[x,y,z],"block":[x,y,z],"shared_bytes":n (default 0),
 //                "args":[{"tensor":i}|{"i64":v}|{"f32":v},...] in parameter order
 //     <tensor> = {"offset":o,"bytes":b,"out":bool,"after":o2,"scratch":bool}; "after" is required
@@ -22,7 +22,8 @@
 //    "sites":[[<site>,...],...],"checks":[[{"tensor":i,"offset":o},...],...]}
 //     -> {"ok":true,"samples_us":[...],"clocks_mhz":[...],"noise_rel":r,
 //         "stop":"noise"|"max_samples"|"max_ms","contents_of_group":[c_0,...],
-//         "masks_of_group":[m_0,...],"kept":[{"slot":j,"launch":i,"contents":c,"mask":m},...]}
+//         "masks_of_group":[m_0,...],"kept":[{"slot":j,"launch":i,"contents":c,"mask":m},...],
+//         "guards":[...]}
 //     Sets are independent inputs with the same tensor count, sizes and directions (args name
 //     tensors by index). Each set gets a buffer group; launch i (warm-up launches, then timed
 //     samples: Device::time_launch, SM clock read after each) runs on group g = i % K of the K
@@ -59,6 +60,10 @@
 //     backend without a profiler answers a non-fatal UNIMPLEMENTED error; counters that cannot be
 //     read are not an error: "notice" says why they are missing.
 //   {"op":"exit"} -> {"ok":true}, then exit code 0. End of input also exits 0.
+// Guards (THREATS.md row 18): every tensor a kernel is launched on ("run", and the groups of
+// "time") lies between two 4 KiB regions filled with 0xA5; after the kernel ran, "guards" lists
+// each region some byte of which changed: {"tensor":i,"side":"before"|"after","offset":o,
+// "bytes":n}, o the changed byte nearest the tensor (0: right at its end or start), n how many.
 // Ranges are checked against the arena; overlaps between them are the parent's business.
 //
 // Hazards: on the cpu backend the candidate runs in this process and can do anything it can; fd 1
@@ -245,6 +250,22 @@ class ChildServer {
   Status poison_outputs(const std::vector<TensorLayout>& tensors, const std::vector<void*>& buffers,
                         unsigned char poison);
   Status copy_back(const std::vector<TensorLayout>& tensors, const std::vector<void*>& buffers);
+  // A tensor's buffer with guard regions of kGuardBytes of kGuardByte before and after it
+  // (THREATS.md row 18); the request's guarded buffers are checked by guard_report().
+  Result<void*> acquire_guarded(size_t bytes, size_t tensor);
+  // Every guard byte of this request's guarded buffers that no longer holds the pattern, as
+  // [{"tensor":i,"side":"before"|"after","offset":o,"bytes":n}] (o: the first changed byte,
+  // counted from the tensor's end after it, or back from its start before it; n: how many).
+  Result<json> guard_report();
+
+  static constexpr size_t kGuardBytes = 4096;  // keeps the 256-byte alignment of allocations
+  static constexpr unsigned char kGuardByte = 0xA5;
+  struct Guarded {
+    unsigned char* data;
+    size_t bytes;
+    size_t tensor;
+  };
+  std::vector<Guarded> guarded_;  // this request's
 
   Device& device_;
   Arena& arena_;
@@ -265,6 +286,7 @@ json ChildServer::handle(const std::string& line) {
     reply = internal_error(std::string("handling the request: ") + e.what());
   }
   buffers_.end_request();
+  guarded_.clear();
   if (!reply.is_ok()) return error_reply(reply.status(), fatal_);
   return *reply;
 }
@@ -323,10 +345,10 @@ Result<json> ChildServer::do_unload(JsonFields& f) {
 Result<std::vector<void*>> ChildServer::place(const std::vector<TensorLayout>& tensors,
                                               unsigned char poison) {
   std::vector<void*> buffers;
-  for (const TensorLayout& t : tensors) {
-    // At least one byte, so an empty tensor still has a distinct, valid pointer.
-    auto buffer = buffers_.acquire(std::max<uint64_t>(t.bytes, 1));
-    if (!buffer.is_ok()) return device_status(buffer.status(), true);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorLayout& t = tensors[i];
+    auto buffer = acquire_guarded(t.bytes, i);
+    if (!buffer.is_ok()) return buffer.status();
     buffers.push_back(*buffer);
     Status s = t.scratch ? device_.fill(*buffer, 0, t.bytes)
                : t.out   ? device_.fill(*buffer, poison, t.bytes)
@@ -334,6 +356,46 @@ Result<std::vector<void*>> ChildServer::place(const std::vector<TensorLayout>& t
     KILN_RETURN_IF_ERROR(device_status(s, true));
   }
   return buffers;
+}
+
+Result<void*> ChildServer::acquire_guarded(size_t bytes, size_t tensor) {
+  // At least one byte, so an empty tensor still has a distinct, valid pointer.
+  const size_t size = std::max<size_t>(bytes, 1);
+  auto buffer = buffers_.acquire(size + 2 * kGuardBytes);
+  if (!buffer.is_ok()) return device_status(buffer.status(), true);
+  auto* base = static_cast<unsigned char*>(*buffer);
+  KILN_RETURN_IF_ERROR(device_status(device_.fill(base, kGuardByte, kGuardBytes), true));
+  KILN_RETURN_IF_ERROR(device_status(
+      device_.fill(base + kGuardBytes + bytes, kGuardByte, kGuardBytes + size - bytes), true));
+  guarded_.push_back({base + kGuardBytes, bytes, tensor});
+  return static_cast<void*>(base + kGuardBytes);
+}
+
+Result<json> ChildServer::guard_report() {
+  json report = json::array();
+  std::vector<unsigned char> host(kGuardBytes);
+  for (const Guarded& g : guarded_) {
+    for (const bool after : {false, true}) {
+      const unsigned char* src = after ? g.data + g.bytes : g.data - kGuardBytes;
+      KILN_RETURN_IF_ERROR(
+          device_status(device_.copy_to_host(host.data(), src, kGuardBytes), true));
+      size_t first = kGuardBytes, count = 0;
+      for (size_t i = 0; i < kGuardBytes; ++i) {
+        if (host[i] == kGuardByte) continue;
+        // Before the tensor, distance back from its start; after it, distance from its end.
+        const size_t offset = after ? i : kGuardBytes - 1 - i;
+        first = std::min(first, offset);
+        ++count;
+      }
+      if (count > 0) {
+        report.push_back({{"tensor", g.tensor},
+                          {"side", after ? "after" : "before"},
+                          {"offset", first},
+                          {"bytes", count}});
+      }
+    }
+  }
+  return report;
 }
 
 Result<std::vector<void*>> ChildServer::place_inputs(const std::vector<TensorLayout>& tensors) {
@@ -406,7 +468,8 @@ Result<json> ChildServer::do_run(JsonFields& f) {
   KILN_RETURN_IF_ERROR(device_status(device_.launch(launch.handle, launch.geometry, args), true));
   KILN_RETURN_IF_ERROR(device_status(device_.synchronize(), true));
   KILN_RETURN_IF_ERROR(copy_back(tensors, buffers));
-  return json{{"ok", true}};
+  KILN_ASSIGN_OR_RETURN(json guards, guard_report());
+  return json{{"ok", true}, {"guards", guards}};
 }
 
 Result<json> ChildServer::do_profile(JsonFields& f) {
@@ -556,6 +619,7 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     }
   }
   for (size_t g = 0; g < k; ++g) KILN_RETURN_IF_ERROR(copy_back(t.sets[g], buffers[g]));
+  KILN_ASSIGN_OR_RETURN(json guards, guard_report());
   json kept_json = json::array();
   for (size_t slot = 0; slot < kept.size(); ++slot) {
     if (!kept_meta[slot]) continue;
@@ -577,7 +641,8 @@ Result<json> ChildServer::do_time(JsonFields& f) {
               {"stop", stop},
               {"contents_of_group", contents},
               {"masks_of_group", masks},
-              {"kept", kept_json}};
+              {"kept", kept_json},
+              {"guards", guards}};
 }
 
 }  // namespace

@@ -81,6 +81,9 @@ const CheatCase kCudaCheats[] = {
      "timed_outputs", "unwritten"},
     // Row 16, the timing side: always right, eight times the work on alternate launches.
     {"bimodal_work", "bimodal_work.cu", DType::kF16, Outcome::kRejected, "timing", "bimodal"},
+    // Row 18: stores two elements past the end of its output.
+    {"writes_past_end", "writes_past_end.cu", DType::kF16, Outcome::kRejected, "smoke",
+     "after the end of 'y', the nearest 0 byte(s) past its end"},
     // Row 17: nondeterministic except at the largest sweep shape.
     {"nondeterministic_off_shape", "nondeterministic_off_shape.cu", DType::kF16,
      Outcome::kWrongAnswer, "determinism", "differ bitwise"},
