@@ -3,14 +3,15 @@
 // summary (or the result as JSON).
 #include "cli/eval_cmd.h"
 
-#include "cli/sweep.h"
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "cli/eval_candidate.h"
+#include "cli/eval_check.h"
+#include "cli/sweep.h"
 #include "evaluator/ceilings.h"
 #include "evaluator/cuda/cuda_probe.h"
 #include "evaluator/evaluation.h"
@@ -27,8 +28,10 @@ struct EvalArgs {
   std::string backend;
   std::string params;
   bool use_template = false;
+  std::string geometry;
   std::string source_file;
   std::string kernel;
+  std::string arch;
   std::string dtype;
   std::string shape;
   std::string targets_dir;
@@ -39,6 +42,7 @@ struct EvalArgs {
   bool profile = false;
   bool remeasure = false;
   bool sweep = false;
+  bool check = false;
   uint32_t limit = 0;
   uint64_t seed = 1;
 };
@@ -74,6 +78,36 @@ std::string pick_backend(const TargetSpec& t, std::string requested) {
   return "cpu";
 }
 
+// The backend for --check when none is named: cuda wherever NVRTC loads (no GPU needed), else cpu.
+std::string pick_check_backend(const TargetSpec& t, const std::string& requested) {
+  if (!requested.empty()) return requested;
+#ifdef KILN_HAVE_CUDA
+  cuda::CudaProbe p = cuda::probe_cuda();
+  if (p.nvrtc_loaded && t.backend("cuda")) return "cuda";
+  std::fprintf(stderr, "kiln eval --check: NOTICE: %s; checking the cpu kernels\n",
+               !p.nvrtc_loaded ? ("no CUDA toolkit (NVRTC: " + p.nvrtc_error + ")").c_str()
+                               : "the target has no cuda kernels");
+#else
+  std::fprintf(stderr,
+               "kiln eval --check: NOTICE: built without the CUDA backend; checking the cpu "
+               "kernels\n");
+#endif
+  return "cpu";
+}
+
+// The architecture --check compiles cuda for: --arch, else the GPU's, else sm_90a.
+std::string check_arch(const EvalArgs& a, const std::string& backend) {
+  if (backend != "cuda") return "cpu";
+  if (!a.arch.empty()) return a.arch;
+#ifdef KILN_HAVE_CUDA
+  cuda::CudaProbe p = cuda::probe_cuda();
+  for (const auto& g : p.gpus) {
+    if (g.ordinal == a.gpu) return g.arch();
+  }
+#endif
+  return "sm_90a";
+}
+
 int run_eval(const EvalArgs& a) {
   auto fail = [](const std::string& msg, int code) {
     std::fprintf(stderr, "kiln eval: %s\n", msg.c_str());
@@ -89,42 +123,16 @@ int run_eval(const EvalArgs& a) {
   }
   Result<TargetSpec> target = load_target(dir);
   if (!target.is_ok()) return fail(target.status().message(), 2);
-  const std::string backend = pick_backend(*target, a.backend);
+  if (a.check && (a.sweep || a.profile)) {
+    return fail("--check runs nothing: drop --sweep and --profile", 2);
+  }
+  const std::string backend =
+      a.check ? pick_check_backend(*target, a.backend) : pick_backend(*target, a.backend);
   const BackendSpec* b = target->backend(backend);
   if (!b) return fail("target '" + target->name + "' has no kernels for the " + backend + " backend", 2);
 
-  // The candidate: the seed, or the template with parameter values, or a source file.
-  eval::CandidateSpec c;
   Result<std::map<std::string, std::string>> params = parse_pairs(a.params, "--params");
   if (!params.is_ok()) return fail(params.status().message(), 2);
-  const bool tunable = a.sweep || a.use_template || !params->empty() || (!a.source_file.empty() && b->tunable);
-  if (tunable && !b->tunable) return fail("target '" + target->name + "' has no template for " + backend, 2);
-  const KernelSpec& spec = tunable ? *b->tunable : b->seed;
-  c.geometry = &spec;
-  c.kernel_name = a.kernel.empty() ? spec.kernel_name : a.kernel;
-  c.params = spec.defines;
-  if (tunable) {
-    for (const auto& [name, values] : spec.space) c.params[name] = std::to_string(values.front());
-    for (const auto& [name, value] : *params) {
-      if (!spec.space.count(name)) {
-        std::string known;
-        for (const auto& [k, v] : spec.space) known += (known.empty() ? "" : ", ") + k;
-        return fail("--params: '" + name + "' is not a parameter of the template (parameters: " + known + ")", 2);
-      }
-      c.params[name] = value;
-    }
-  }
-  if (a.source_file.empty()) {
-    c.source = spec.source;
-    c.label = tunable ? "template" : "seed";
-  } else {
-    std::ifstream in(a.source_file, std::ios::binary);
-    if (!in) return fail("cannot read --source " + a.source_file, 2);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    c.source = ss.str();
-    c.label = std::filesystem::path(a.source_file).filename().string();
-  }
   DType dtype = b->dtypes.front();
   if (!a.dtype.empty()) {
     Result<DType> d = parse_dtype(a.dtype);
@@ -150,42 +158,73 @@ int run_eval(const EvalArgs& a) {
     }
     options.benchmark_override = s;
   }
-  Result<bool> ok = eval::satisfies_constraints(spec, options.benchmark_override.value_or(target->benchmark_for(backend)), dtype, c.params);
-  if (!ok.is_ok()) return fail(ok.status().message(), 2);
-  if (!*ok && !a.sweep) return fail("the parameters violate the template's constraints", 2);
+  const Shape shape = options.benchmark_override.value_or(target->benchmark_for(backend));
+
+  // The candidate: the seed, or the template with parameter values, or a source file, launched
+  // with the seed's or the template's geometry.
+  CandidateArgs ca{a.source_file, a.kernel, a.geometry, a.use_template, a.sweep, *params};
+  Result<CandidateChoice> choice = choose_candidate(*b, ca, shape, dtype);
+  if (!choice.is_ok()) {
+    return fail("target '" + target->name + "' (" + backend + "): " + choice.status().message(), 2);
+  }
+  const eval::CandidateSpec& c = choice->candidate;
 
   Result<std::unique_ptr<eval::Toolchain>> tc = eval::Toolchain::create(backend, options.cache_dir);
-  if (!tc.is_ok()) return fail(tc.status().message(), 1);
+  if (!tc.is_ok()) {
+    if (backend == "cuda") {
+      const std::string why = "no CUDA toolkit here (" + tc.status().message() +
+                              "): the cuda backend compiles with NVRTC; install the toolkit or set "
+                              "CUDA_HOME, or use --backend cpu";
+      return fail(why, 1);
+    }
+    return fail(tc.status().message(), 1);
+  }
+  if (a.check) {
+    CheckArgs ck{&*target, b, backend, check_arch(a, backend), &*choice, shape, dtype, a.json};
+    return run_eval_check(ck, (*tc)->compiler());
+  }
   FILE* progress_out = a.json ? stderr : stdout;
-  if (backend == "cuda" && options.time) {
+  if (options.time) {
     eval::SandboxOptions so{options.kiln_binary, backend, options.gpu, 0};
     Result<eval::Ceilings> ceil = eval::load_or_measure_ceilings(
         so, (*tc)->compiler(), options.cache_dir,
         a.remeasure ? eval::CeilingsMode::kReplace : eval::CeilingsMode::kUseCache);
     if (!ceil.is_ok()) return fail("measuring the device's ceilings: " + ceil.status().message(), 1);
-    options.bandwidth_bytes_per_s = ceil->bandwidth_bytes_per_s;
+    options.bandwidth_bytes_per_s = eval::floor_bandwidth(*ceil);
     options.matrix_flops_per_s = ceil->matrix_flops_per_s;
-    std::fprintf(progress_out, "device ceilings: copy %.2f TB/s", ceil->bandwidth_bytes_per_s / 1e12);
-    if (ceil->matrix_flops_per_s > 0) {
-      std::fprintf(progress_out, ", f16 tensor cores %.0f TFLOP/s", ceil->matrix_flops_per_s / 1e12);
-    }
-    std::fprintf(progress_out, "\n");
+    std::fprintf(progress_out, "%s\n", eval::ceilings_line(*ceil).c_str());
   }
   Result<std::unique_ptr<eval::CandidateEvaluator>> ev =
       eval::CandidateEvaluator::create(*target, backend, (*tc)->compiler(), options);
   if (!ev.is_ok()) return fail(ev.status().message(), 1);
 
   if (a.sweep) {
-    SweepArgs sw{&*target, &spec, dtype, options.benchmark_override.value_or(target->benchmark_for(backend)),
-                 a.limit, a.seed, 4, a.json};
+    SweepArgs sw;
+    sw.target = &*target;
+    sw.spec = choice->spec;
+    sw.dtype = dtype;
+    sw.shape = shape;
+    sw.limit = a.limit;
+    sw.seed = a.seed;
+    sw.json = a.json;
+    if (!a.source_file.empty()) {
+      sw.source = c.source;
+      sw.kernel_name = c.kernel_name;
+      sw.label = c.label;
+    }
     return run_sweep(sw, **ev, (*tc)->compiler(), progress_out);
   }
 
   const std::string param_text = format_params(c.params);
-  std::fprintf(progress_out, "kiln eval %s: backend %s, device %s (%s), kernel %s%s%s, dtype %s\n",
-               target->name.c_str(), backend.c_str(), (*ev)->device_name().c_str(),
-               (*ev)->arch().c_str(), c.label.c_str(), param_text.empty() ? "" : " ",
-               param_text.c_str(), std::string(dtype_name(dtype)).c_str());
+  std::fprintf(
+      progress_out, "kiln eval %s: backend %s, device %s (%s), kernel %s%s%s%s, dtype %s\n",
+      target->name.c_str(), backend.c_str(), (*ev)->device_name().c_str(), (*ev)->arch().c_str(),
+      c.label.c_str(),
+      a.source_file.empty() ? "" : (" with the " + choice->geometry + "'s geometry").c_str(),
+      param_text.empty() ? "" : " ", param_text.c_str(), std::string(dtype_name(dtype)).c_str());
+  if (!choice->params_note.empty() && params->size() < choice->spec->space.size()) {
+    std::fprintf(progress_out, "  parameters: %s\n", choice->params_note.c_str());
+  }
   proto::EvaluationResult r = (*ev)->evaluate(c, dtype, [&](const std::string& line) {
     std::fprintf(progress_out, "  %s\n", line.c_str());
     std::fflush(progress_out);
@@ -193,12 +232,27 @@ int run_eval(const EvalArgs& a) {
   r.candidate_id = Sha256().add(target->spec_hash).add(backend).add(c.source).add(param_text)
                        .add((*tc)->compiler().toolchain_version()).hex();
   if (a.json) {
-    std::printf("%s\n", eval::result_to_json(r).dump(2).c_str());
+    nlohmann::json j = eval::result_to_json(r);
+    // What was evaluated and how it was launched, beside the verdict.
+    j["candidate"] = {{"label", c.label},
+                      {"kernel", c.kernel_name},
+                      {"backend", backend},
+                      {"dtype", dtype_name(dtype)}};
+    j["params"] = c.params;
+    j["geometry"] = geometry_json(*choice, shape, dtype);
+    std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("result: %s", proto::outcome_name(r.outcome).c_str());
     if (r.outcome == proto::Outcome::kVerified && r.timing.median_us > 0) {
       std::printf(", median %.2f us", r.timing.median_us);
-      if (r.metrics.count("bytes_per_s")) std::printf(", %.3f TB/s", r.metrics["bytes_per_s"] / 1e12);
+      if (r.metrics.count("bytes_per_s")) {
+        const double bps = r.metrics["bytes_per_s"];
+        if (bps >= 1e12) {
+          std::printf(", %.3f TB/s", bps / 1e12);
+        } else {
+          std::printf(", %.2f GB/s", bps / 1e9);
+        }
+      }
       if (r.metrics.count("fraction_of_floor")) {
         std::printf(", %.1f%% of the floor (%.2f us)", 100 * r.metrics["fraction_of_floor"], r.metrics["floor_us"]);
       }
@@ -226,29 +280,57 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
   CLI::App* sub = app.add_subcommand(
       "eval",
       "Evaluate one candidate without a cluster: static scan, compile, five verification stages\n"
-      "(smoke, shape x dtype sweep, adversarial values, determinism, edge shapes), timing with the\n"
-      "timed outputs re-checked, and the physical-floor check. Exit code 0 when verified.");
+      "(smoke, shape x dtype sweep, adversarial values, determinism, edge shapes), timing with\n"
+      "the timed outputs re-checked, and the physical-floor check (on cpu a sanity bound from\n"
+      "one core's measured copy rate). Exit code 0 when verified (with --check: when the scan is\n"
+      "clean and every dtype compiled), 1 otherwise, 2 for bad usage.");
   sub->add_option("target", args->target, "Target name (a folder under the targets dir) or path")->required();
   sub->add_option("--backend", args->backend, "cuda or cpu (default: cuda when a GPU is usable)");
-  sub->add_flag("--template", args->use_template, "Evaluate the tunable template (default: the seed)");
-  sub->add_option("--params", args->params, "Template parameters, e.g. BLOCK=256,VEC=8 (implies --template)");
-  sub->add_option("--source", args->source_file, "Evaluate this kernel source instead of the target's");
+  sub->add_flag("--template", args->use_template,
+                "Evaluate the tunable template (default: the seed); with --source, launch the\n"
+                "source with the template's geometry (as --geometry template)");
+  sub->add_option(
+      "--params", args->params,
+      "Template parameters, e.g. BLOCK=256,VEC=8 (implies --template); the others take\n"
+      "the first configuration that meets the constraints with these values");
+  sub->add_option("--source", args->source_file,
+                  "Evaluate this kernel source instead of the target's, launched with the seed's\n"
+                  "geometry unless --geometry template, --template or --params says otherwise");
+  CLI::Option* geometry = sub->add_option(
+      "--geometry", args->geometry,
+      "Whose launch geometry (grid, block, shared memory) and -D values the kernel gets:\n"
+      "seed, or template (its parameters from --params, the rest from the first\n"
+      "configuration that meets the constraints). Default: template with --template,\n"
+      "--params or --sweep, else seed");
+  geometry->check(CLI::IsMember({"seed", "template"}));
   sub->add_option("--kernel", args->kernel, "Entry point name in --source (default: the spec's)");
   sub->add_option("--dtype", args->dtype, "Dtype to time (default: the backend's first: f16 on cuda)");
   sub->add_option("--shape", args->shape, "Override the benchmark shape, e.g. M=1024,N=1024");
   sub->add_option("--targets-dir", args->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--cache-dir", args->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_option("--gpu", args->gpu, "GPU ordinal")->capture_default_str();
-  sub->add_flag("--json", args->json, "Print the result as JSON (progress goes to stderr)");
+  sub->add_flag("--json", args->json,
+                "Print the result as JSON (progress goes to stderr), with the parameters and the\n"
+                "launch geometry at the timed shape");
   sub->add_flag("--no-time", args->no_time, "Verify only");
-  sub->add_flag("--remeasure", args->remeasure, "Measure the device's ceilings again");
+  sub->add_flag("--check", args->check,
+                "Only scan and compile the candidate in every dtype and evaluate its geometry;\n"
+                "print the findings and the compile logs. Runs nothing: no sandbox, no GPU (cuda\n"
+                "compiles through NVRTC, the default backend here wherever it loads)");
+  sub->add_option("--arch", args->arch,
+                  "With --check: CUDA architecture to compile for (default: the GPU's, else\n"
+                  "sm_90a)");
+  sub->add_flag("--remeasure", args->remeasure,
+                "Measure the device's ceilings again (on cpu: one core's copy rate, which bounds\n"
+                "the floor check)");
   sub->add_flag("--profile", args->profile,
                 "After timing, profile the kernel: CUPTI counters (DRAM and SM throughput,\n"
                 "occupancy, L1/L2 hit rates), registers, shared memory, spills, theoretical\n"
                 "occupancy; then the bottleneck class and the next moves it points at");
   sub->add_flag("--sweep", args->sweep,
                 "Evaluate every configuration of the template that meets its constraints, with\n"
-                "compiles overlapping the device work; print the fastest and the evaluation rate");
+                "compiles overlapping the device work; print the fastest and the evaluation rate\n"
+                "(with --source: that source at every configuration)");
   sub->add_option("--limit", args->limit, "With --sweep: a random sample of at most this many");
   sub->add_option("--seed", args->seed, "With --sweep --limit: the sample's random seed");
   sub->callback([&action, args] { action = [args] { return run_eval(*args); }; });

@@ -45,11 +45,14 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
     return 2;
   }
   auto candidate = [&](const std::map<std::string, std::string>& params) {
-    eval::CandidateSpec c{"template", a.spec->source, a.spec->kernel_name, params, a.spec};
+    eval::CandidateSpec c{a.label, a.source.empty() ? a.spec->source : a.source,
+                          a.kernel_name.empty() ? a.spec->kernel_name : a.kernel_name, params,
+                          a.spec};
     return c;
   };
-  std::fprintf(progress, "sweeping %zu configurations of %s's template (%s)\n", configs.size(),
-               a.target->name.c_str(), std::string(dtype_name(a.dtype)).c_str());
+  std::fprintf(progress, "sweeping %zu configurations of %s's template (%s)%s\n", configs.size(),
+               a.target->name.c_str(), std::string(dtype_name(a.dtype)).c_str(),
+               a.source.empty() ? "" : (" with the kernel of " + a.label).c_str());
 
   // Compiles run ahead on the pool: while configuration i is verified and timed, the next ones
   // compile into the cache, so the device never waits for NVRTC.

@@ -32,6 +32,11 @@ struct SweepArgs {
   uint64_t seed = 1;
   uint32_t compile_threads = 4;
   bool json = false;
+  // The kernel text swept over the template's configurations: "" = the template's own; else a
+  // --source file's text, its entry point and its label.
+  std::string source;
+  std::string kernel_name;
+  std::string label = "template";
 };
 
 // Returns 0 when at least one configuration verified.

@@ -1,6 +1,6 @@
 // Device ceilings: the measured copy bandwidth (bytes read + written per second) of a GPU model
-// (or of the host, for the cpu backend), measured once and cached per device. The evaluator uses
-// it for each candidate's fraction of the floor and to reject times that are physically
+// (or of one host core, for the cpu backend), measured once and cached per device. The evaluator
+// uses it for each candidate's fraction of the floor and to reject times that are physically
 // impossible (THREATS.md row 9).
 #pragma once
 
@@ -18,22 +18,53 @@ struct Ceilings {
   double bandwidth_bytes_per_s = 0;
   double matrix_flops_per_s = 0;  // 0: not measured (no flops floor is applied)
   double copy_bytes = 0;          // size of the measurement (read + written)
+  // Not cached: where the figures are cached, and whether this call measured them (else they were
+  // read from that file) and how long that took.
+  std::string cache_file;
+  bool measured = false;
+  double measure_s = 0;
 };
+
+// On the cpu backend the floor is a sanity bound, not a roofline. The host probe is the fastest
+// copy one core does: a buffer that stays in L1, copied by a vectorised loop and by memcpy, best
+// of the two. Candidates are single-threaded, but their shapes can sit in a cache (the timer's
+// flush evicts 64 MiB, less than some last-level caches; a --shape can be tiny), and a kernel can
+// beat a copy there: wider vectors than the probe's, two loads per store (a kernel with two
+// inputs and one output moves 1.5x a copy's bytes per cycle where stores limit the copy), clock
+// differences between the probe and the candidate. So the floor divides bytes by this many times
+// the measured rate: no honest kernel gets near it (bench/results/2026-11-24-cpu-floor.md), and a
+// rate like 5 TB/s on one core is still rejected.
+inline constexpr double kHostFloorMargin = 4;
+
+// The bandwidth the floor check divides bytes by (EvaluatorOptions::bandwidth_bytes_per_s): the
+// measured copy rate on a GPU, kHostFloorMargin times it on a host (arch "cpu").
+double floor_bandwidth(const Ceilings& c);
+
+// One line for progress output and logs. On a GPU "device ceilings: copy 3.35 TB/s, f16 tensor
+// cores 989 TFLOP/s" (bench/search_replay.cc reads that form back); on a host "host ceilings:
+// copy 490.3 GB/s on one core, L1-resident (...); the floor allows up to 1.96 TB/s (4x that)",
+// with where the figure is cached and whether it was just measured.
+std::string ceilings_line(const Ceilings& c);
 
 // How the cache of ceilings is used.
 enum class CeilingsMode {
-  kUseCache,    // the cached ceilings when there are any, else measure and cache (`kiln eval`)
-  kReplace,     // measure and replace the cache (`kiln eval --remeasure`)
+  // The cached ceilings when there are any, else measure and cache (`kiln eval`; evaluator
+  // daemons on the cpu backend, whose floor has kHostFloorMargin of room for a slow measurement).
+  kUseCache,
+  kReplace,  // measure and replace the cache (`kiln eval --remeasure`)
   // Measure, and keep the higher of the new and the cached figure of each ceiling (evaluator
-  // daemons, at start): a measurement taken while the GPU was slowed (shared, throttled, under
-  // a profiler) must not make the floor stricter than the device really is, where an honest fast
-  // kernel would be rejected as impossible; a later good measurement repairs the cache.
+  // daemons on a GPU, at start): a measurement taken while the GPU was slowed (shared, throttled,
+  // under a profiler) must not make the floor stricter than the device really is, where an honest
+  // fast kernel would be rejected as impossible; a later good measurement repairs the cache.
   kKeepHigher,
 };
 
-// Returns the ceilings of the device behind `options` (cache: <cache_dir>/ceilings/), measured in
-// a sandbox of their own: a grid-stride 16-byte copy over a buffer far larger than the L2, timed
-// like a candidate (L2 flushed), best sample; and on sm_90a a wgmma f16 probe, best sample.
+// Returns the ceilings of the device behind `options` (cache: <cache_dir>/ceilings/, one file per
+// GPU model, or per CPU model and host name on the cpu backend), measured in a sandbox of their
+// own. On a GPU: a grid-stride 16-byte copy over a buffer far larger than the L2, timed like a
+// candidate (L2 flushed), best sample; and on sm_90a a wgmma f16 probe, best sample. On a host:
+// an 8 KiB buffer copied again and again (L1-resident, no flush) by a loop and by memcpy, best
+// sample of the faster; well under a second.
 // Under an injected CUDA tool (CUDA_INJECTION64_PATH set: Nsight Compute, Nsight Systems,
 // `kiln profile`) kernels run slower than they can: the cache is used when it exists, and what
 // is measured is used for this process only, never cached.

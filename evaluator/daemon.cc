@@ -100,7 +100,7 @@ class Worker {
     eo.kiln_binary = options_.kiln_binary;
     eo.cache_dir = options_.cache_dir;
     eo.gpu = options_.gpu;
-    eo.bandwidth_bytes_per_s = ceilings_.bandwidth_bytes_per_s;
+    eo.bandwidth_bytes_per_s = floor_bandwidth(ceilings_);
     eo.matrix_flops_per_s = ceilings_.matrix_flops_per_s;
     KILN_ASSIGN_OR_RETURN(auto ev, CandidateEvaluator::create(targets_[name], options_.backend,
                                                               toolchain_.compiler(), eo));
@@ -146,16 +146,18 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
   if (options.capacity == 0) return invalid_argument("capacity must be at least 1");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Toolchain> toolchain,
                         Toolchain::create(options.backend, options.cache_dir));
-  // The device's measured ceilings (cached per GPU): they give every result its physical floor,
-  // and a time below it is rejected as impossible (THREATS.md). The cpu backend has none.
-  Ceilings ceilings;
-  if (options.backend == "cuda") {
-    SandboxOptions sb{options.kiln_binary, options.backend, options.gpu};
-    KILN_ASSIGN_OR_RETURN(ceilings, load_or_measure_ceilings(sb, toolchain->compiler(), options.cache_dir,
-                                                             CeilingsMode::kKeepHigher));
-    spdlog::info("device ceilings: copy {:.2f} TB/s, f16 tensor cores {:.0f} TFLOP/s",
-                 ceilings.bandwidth_bytes_per_s / 1e12, ceilings.matrix_flops_per_s / 1e12);
-  }
+  // The device's measured ceilings (cached per GPU model, or per CPU model and host): they give
+  // every result its physical floor, and a time below it is rejected as impossible (THREATS.md).
+  // A GPU daemon measures at every start and keeps the higher figure (ceilings.h); a cpu daemon
+  // uses the cache when there is one: its floor has kHostFloorMargin of room, and `kiln run`
+  // starts several cpu evaluators at once, each of which would otherwise measure.
+  SandboxOptions sb{options.kiln_binary, options.backend, options.gpu};
+  KILN_ASSIGN_OR_RETURN(
+      Ceilings ceilings,
+      load_or_measure_ceilings(
+          sb, toolchain->compiler(), options.cache_dir,
+          options.backend == "cuda" ? CeilingsMode::kKeepHigher : CeilingsMode::kUseCache));
+  spdlog::info("{}", ceilings_line(ceilings));
 
   zmq::context_t context(1);
   KILN_ASSIGN_OR_RETURN(net::WorkerLink link, net::WorkerLink::connect(context, options.connect, options.worker_id,

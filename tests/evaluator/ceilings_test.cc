@@ -3,15 +3,19 @@
 // repairs a cache that holds a figure lower than the device really reaches (a measurement taken
 // under a profiler or on a busy GPU: with it honest kernels would be rejected as faster than
 // possible), kReplace replaces it, and under an injected CUDA tool nothing measured is cached.
+// The host's own figure: plausible for one core, measured once and then read back, and judged
+// with kHostFloorMargin of room by the floor check.
 #include "evaluator/ceilings.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "evaluator/toolchain.h"
 #include "tests/support/test_env.h"
@@ -97,6 +101,62 @@ TEST_F(CeilingsTest, UnderAnInjectedCudaToolNothingMeasuredIsCached) {
   setenv("CUDA_INJECTION64_PATH", "/opt/some/profiler/injection.so", 1);
   EXPECT_DOUBLE_EQ(get(CeilingsMode::kKeepHigher).bandwidth_bytes_per_s, 12345.0);
   EXPECT_DOUBLE_EQ(cached_bandwidth(), 12345.0);
+}
+
+TEST_F(CeilingsTest, TheHostFigureIsMeasuredOnceThenReadFromItsCache) {
+  const Ceilings first = get(CeilingsMode::kUseCache);
+  EXPECT_TRUE(first.measured);
+  EXPECT_EQ(first.arch, "cpu");
+  // One core copying an L1-resident buffer: more than 1 GB/s on anything that runs kiln, and far
+  // below 20 TB/s (about 64 bytes a cycle at 5 GHz is 320 GB/s; a figure near 20 TB/s would mean
+  // the probe's passes were optimised away).
+  EXPECT_GT(first.bandwidth_bytes_per_s, 1e9);
+  EXPECT_LT(first.bandwidth_bytes_per_s, 2e13);
+  EXPECT_LT(first.measure_s, 30.0);
+  ASSERT_NE(cache_file(), "");
+  EXPECT_EQ(first.cache_file, cache_file());
+  // Keyed per CPU model and host.
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string key;
+  for (const char* p = host; *p; ++p)
+    key += std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_';
+  EXPECT_NE(fs::path(cache_file()).filename().string().find(key), std::string::npos)
+      << cache_file();
+  const auto written = fs::last_write_time(cache_file());
+
+  // The second call reads the cache: nothing measured, the file untouched, the same figure.
+  const Ceilings second = get(CeilingsMode::kUseCache);
+  EXPECT_FALSE(second.measured);
+  EXPECT_DOUBLE_EQ(second.bandwidth_bytes_per_s, first.bandwidth_bytes_per_s);
+  EXPECT_EQ(fs::last_write_time(cache_file()), written);
+  EXPECT_NE(ceilings_line(second).find("cached in " + cache_file()), std::string::npos)
+      << ceilings_line(second);
+  EXPECT_NE(ceilings_line(first).find("measured now"), std::string::npos) << ceilings_line(first);
+
+  // The floor check gets the margin on a host, and the bare figure on a GPU.
+  EXPECT_DOUBLE_EQ(floor_bandwidth(second), kHostFloorMargin * second.bandwidth_bytes_per_s);
+  Ceilings gpu = second;
+  gpu.arch = "sm_90a";
+  EXPECT_DOUBLE_EQ(floor_bandwidth(gpu), gpu.bandwidth_bytes_per_s);
+  EXPECT_EQ(ceilings_line(gpu).rfind("device ceilings: copy ", 0), 0u) << ceilings_line(gpu);
+}
+
+TEST_F(CeilingsTest, AHostCacheFromAnotherProbeIsMeasuredAgain) {
+  get(CeilingsMode::kUseCache);
+  // A file without the probe's name (an older probe: a 128 MiB copy, a far lower figure that
+  // would make the floor stricter than the L1 copy it now stands for).
+  const std::string f = cache_file();
+  std::ifstream in(f);
+  nlohmann::json j = nlohmann::json::parse(in);
+  in.close();
+  j.erase("probe");
+  j["bandwidth_bytes_per_s"] = 1e9;
+  std::ofstream(f) << j.dump();
+  const Ceilings again = get(CeilingsMode::kUseCache);
+  EXPECT_TRUE(again.measured);
+  EXPECT_GT(again.bandwidth_bytes_per_s, 1e9);
+  EXPECT_GT(cached_bandwidth(), 1e9);
 }
 
 }  // namespace
