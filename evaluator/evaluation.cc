@@ -180,19 +180,11 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       unload_all();
       return finish(out.rejected ? proto::Outcome::kRejected : proto::Outcome::kCompileError);
     }
-    std::string path = m.scratch + "/" + out.cache_key + (m.backend == "cuda" ? ".cubin" : ".so");
-    if (!fs::exists(path)) {
-      std::string tmp = path + ".tmp" + std::to_string(getpid());
-      std::ofstream(tmp, std::ios::binary) << out.binary;
-      fs::rename(tmp, path);
-    }
     if (Status s = m.ensure_sandbox(); !s.is_ok()) {
       r.log = s.message();
       return finish(proto::Outcome::kInternalError);
     }
-    Result<nlohmann::json> loaded =
-        m.sandbox->call({{"op", "load"}, {"path", path}, {"kernel", c.kernel_name}},
-                        m.options.phase_timeout_ms);
+    Result<nlohmann::json> loaded = m.load_binary(out, c.kernel_name);
     if (!loaded.is_ok() || !loaded->value("ok", false)) {
       std::string why = loaded.is_ok() ? loaded->value("error", std::string("?")) : loaded.status().message();
       stage("load", false, why, 0, 1);
@@ -276,6 +268,11 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       covered += "; left out by the target: " + join(left_out) + " (" + skip->second.second + ")";
     }
     stage(name, true, covered, worst, static_cast<uint32_t>(cases.size()));
+  }
+  if (std::optional<proto::Outcome> ended =
+          m.precision_stage(c, handles[timing_dtype], timing_dtype, stage, &r.log)) {
+    unload_all();
+    return finish(*ended);
   }
 
   r.metrics["verified_at_ms"] = phase_ms();

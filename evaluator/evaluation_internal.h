@@ -4,11 +4,14 @@
 // buffers.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <optional>
@@ -48,6 +51,7 @@ struct CaseOutcome {
   double worst_rel = 0;
   std::string detail;
   std::vector<std::string> outputs;  // raw output bytes, when asked for (determinism)
+  double worst_abs = 0, rms = 0;     // over every output (rms: the largest of the outputs')
 };
 
 // One site of a timing set: an input element that timed launches change (see "sites" in
@@ -401,12 +405,34 @@ class CandidateEvaluator::Impl {
 
   std::vector<SetData> timing_buffers;  // host buffers of the last timing sets, kept for reuse
 
+  // Writes a compiled binary where the sandbox can read it (once per cache key) and loads its
+  // `kernel`: the child's reply ({"ok":true,"handle":h} or an error), or why the call failed.
+  Result<nlohmann::json> load_binary(const CompileOutput& out, const std::string& kernel) {
+    const std::string path = scratch + "/" + out.cache_key + (backend == "cuda" ? ".cubin" : ".so");
+    if (!std::filesystem::exists(path)) {
+      const std::string tmp = path + ".tmp" + std::to_string(getpid());
+      std::ofstream(tmp, std::ios::binary) << out.binary;
+      std::filesystem::rename(tmp, path);
+    }
+    return sandbox->call({{"op", "load"}, {"path", path}, {"kernel", kernel}},
+                         options.phase_timeout_ms);
+  }
+
+  // The precision stage (evaluation_precision.cc, THREATS.md row 10): the candidate and the
+  // backend's seed run on the same inputs at every sweep shape in `dtype`, and the candidate's
+  // worst and RMS error against the reference may be at most the target's precision_factor
+  // times the seed's. Reports the stage through `stage`; returns the outcome when it fails.
+  using StageFn = std::function<void(std::string, bool, std::string, double, uint32_t)>;
+  std::optional<proto::Outcome> precision_stage(const CandidateSpec& c, KernelHandle handle,
+                                                DType dtype, const StageFn& stage,
+                                                std::string* log);
+  double precision_factor() const { return target.precision_factor; }
+
   // The timing phase (evaluation_timing.cc): times the loaded kernel on `sets` (the timing inputs,
   // already in the arena) with sites and kept launches, checks the outputs of the closing and the
   // kept launches, judges the samples and the physical floor, and profiles when asked. Fills
   // `r` (timing, metrics, stages through `stage`); returns the outcome when the evaluation ends
   // here with a failure, nothing when the candidate stays verified.
-  using StageFn = std::function<void(std::string, bool, std::string, double, uint32_t)>;
   std::optional<proto::Outcome> time_phase(const CandidateSpec& c, KernelHandle handle, DType dtype,
                                            std::vector<SetData> sets, proto::EvaluationResult* r,
                                            const StageFn& stage,
@@ -552,6 +578,8 @@ class CandidateEvaluator::Impl {
       }
       CompareResult c = compare(s.dtype, got, want, count, target.tolerance.at(dtype), poison, name);
       o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
+      o.worst_abs = std::max(o.worst_abs, c.worst_abs_error);
+      o.rms = std::max(o.rms, c.rms_error);
       if (!c.passed && o.kind == CaseKind::kPass) {
         o.kind = CaseKind::kWrong;
         o.detail = c.detail;

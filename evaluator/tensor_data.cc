@@ -211,6 +211,8 @@ struct Tally {
   size_t first_bad = std::numeric_limits<size_t>::max();
   double worst_abs = 0;
   double worst_rel = 0;
+  double sum_sq = 0;  // squared errors over finite elements
+  size_t finite = 0;
 };
 
 void tally_range(DType t, const unsigned char* cand, const double* reference, size_t b, size_t e,
@@ -236,6 +238,8 @@ void tally_range(DType t, const unsigned char* cand, const double* reference, si
         if (std::isfinite(got[k]) && std::isfinite(ref[k])) {
           const double err = std::fabs(got[k] - ref[k]);
           tl.worst_abs = std::max(tl.worst_abs, err);
+          tl.sum_sq += err * err;
+          ++tl.finite;
           tl.worst_rel = std::max(tl.worst_rel, err / std::max(std::fabs(ref[k]), tiny));
         }
       }
@@ -384,13 +388,18 @@ CompareResult compare(DType t, const void* candidate, const double* reference, s
   });
   // Merged in range order with min / max / sums only: the same result for any thread count.
   size_t first_bad = std::numeric_limits<size_t>::max();
+  double sum_sq = 0;
+  size_t finite = 0;
   for (const Tally& tl : tallies) {
+    sum_sq += tl.sum_sq;
+    finite += tl.finite;
     res.mismatches += tl.mismatches;
     res.unwritten += tl.unwritten;
     first_bad = std::min(first_bad, tl.first_bad);
     res.worst_abs_error = std::max(res.worst_abs_error, tl.worst_abs);
     res.worst_rel_error = std::max(res.worst_rel_error, tl.worst_rel);
   }
+  res.rms_error = finite > 0 ? std::sqrt(sum_sq / static_cast<double>(finite)) : 0;
   res.passed = res.mismatches == 0;
   if (!res.passed) {
     res.first_bad = first_bad;

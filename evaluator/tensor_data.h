@@ -67,6 +67,7 @@ struct CompareResult {
   double worst_abs_error = 0;  // over finite elements
   double worst_rel_error = 0;  // |out - ref| / max(|ref|, tiny), over finite elements; tiny is
                                // the dtype's smallest normal (1 for integers)
+  double rms_error = 0;        // root mean square of |out - ref| over finite elements
   std::string detail;          // "y[1234]: got 0.51, expected 0.49 (tolerance ...)" or ""
 };
 CompareResult compare(DType t, const void* candidate, const double* reference, size_t n,

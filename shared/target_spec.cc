@@ -319,6 +319,12 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
   }
   KILN_RETURN_IF_ERROR(tol->finish());
 
+  KILN_RETURN_IF_ERROR(f.get("precision_factor", &t.precision_factor));
+  if (!(t.precision_factor >= 1) || !std::isfinite(t.precision_factor)) {
+    return f.field_error(
+        "precision_factor",
+        "must be a number >= 1 (how many times the seed's error a candidate may have)");
+  }
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> skip, f.object("adversarial_skip"));
   if (skip) {
     for (DType d : t.dtypes) {

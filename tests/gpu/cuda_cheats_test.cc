@@ -81,6 +81,9 @@ const CheatCase kCudaCheats[] = {
      "timed_outputs", "unwritten"},
     // Row 16, the timing side: always right, eight times the work on alternate launches.
     {"bimodal_work", "bimodal_work.cu", DType::kF16, Outcome::kRejected, "timing", "bimodal"},
+    // Row 10: an error tens of times the seed's, inside the f32 tolerance.
+    {"precision_drop", "precision_drop.cu", DType::kF32, Outcome::kWrongAnswer, "precision",
+     "precision below the seed's"},
     // Row 18: stores two elements past the end of its output.
     {"writes_past_end", "writes_past_end.cu", DType::kF16, Outcome::kRejected, "smoke",
      "after the end of 'y', the nearest 0 byte(s) past its end"},
