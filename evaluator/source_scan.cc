@@ -1,6 +1,6 @@
-// Static scan of candidate kernel sources: a small lexer blanks comments and literals (keeping
-// every character's original line), then per-backend rule tables run over identifiers, tokens
-// and preprocessor directives.
+// Static scan of candidate kernel sources: the lexer (source_lex.h) blanks comments and literals
+// (keeping every character's original line), then per-backend rule tables run over identifiers,
+// tokens, preprocessor directives and, on cuda, the text of joined string literals.
 #include "evaluator/source_scan.h"
 
 #include <algorithm>
@@ -8,12 +8,23 @@
 #include <set>
 #include <utility>
 
+#include "evaluator/source_lex.h"
+
 namespace kiln::eval {
 namespace {
 
+using scan_detail::is_ident_char;
+using scan_detail::is_ident_start;
+using scan_detail::is_space;
+using scan_detail::is_timer_register;
+using scan_detail::lex;
+using scan_detail::pp_number_end;
+using scan_detail::splice_lines;
+using scan_detail::SplicedText;
+using scan_detail::Views;
+
 constexpr size_t kMaxExcerptChars = 160;
 constexpr size_t kMaxRuleDetailChars = 60;
-constexpr size_t kMaxRawDelimiterChars = 16;  // the standard's limit on R"delim( )delim"
 
 // Names that reach the OS, the dynamic loader, the clock, process control or the caller's stack,
 // and attributes that run or redirect code at load time. Whole identifiers only, so `opened` is
@@ -68,147 +79,6 @@ constexpr const char* kCudaAllowedRuntimeNames[] = {"cudaGridDependencySynchroni
 template <typename List>
 bool contains(const List& list, std::string_view s) {
   return std::any_of(std::begin(list), std::end(list), [&](const char* e) { return s == e; });
-}
-
-bool is_ident_start(char c) {
-  return std::isalpha(static_cast<unsigned char>(c)) || c == '_' ||
-         static_cast<unsigned char>(c) >= 0x80;  // UTF-8 identifiers, accepted by GCC
-}
-bool is_ident_char(char c) { return is_ident_start(c) || std::isdigit(static_cast<unsigned char>(c)); }
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-// Translation phase 2: backslash-newline pairs are removed, so "dl\<newline>open" is scanned as
-// the identifier the compiler sees. line_of[i] is the original 1-based line of text[i].
-struct SplicedText {
-  std::string text;
-  std::vector<int> line_of;
-};
-
-SplicedText splice_lines(std::string_view src) {
-  SplicedText out;
-  out.text.reserve(src.size());
-  out.line_of.reserve(src.size());
-  int line = 1;
-  for (size_t i = 0; i < src.size(); ++i) {
-    if (src[i] == '\\') {
-      size_t j = i + 1;
-      while (j < src.size() && is_space(src[j])) ++j;  // GCC splices "\ <newline>" too
-      if (j < src.size() && src[j] == '\n') {
-        ++line;
-        i = j;
-        continue;
-      }
-    }
-    out.text += src[i];
-    out.line_of.push_back(line);
-    if (src[i] == '\n') ++line;
-  }
-  return out;
-}
-
-// Two views of the spliced text, both of its length, so positions and line numbers carry over.
-struct Views {
-  std::string code;        // comments and literals (quotes included) blanked
-  std::string directives;  // comments blanked, literals kept: #include targets, inline PTX text
-};
-
-void blank(std::string& s, size_t from, size_t to) {
-  for (size_t k = from; k < to && k < s.size(); ++k) {
-    if (s[k] != '\n') s[k] = ' ';
-  }
-}
-
-// One past the closing quote of the literal opened at `open`; at an unterminated literal, the end
-// of its line (the compiler rejects it; the scan must just not swallow the rest of the file).
-size_t quoted_end(const std::string& t, size_t open) {
-  size_t i = open + 1;
-  while (i < t.size() && t[i] != '\n') {
-    if (t[i] == '\\') {
-      i += 2;
-      continue;
-    }
-    if (t[i] == t[open]) return i + 1;
-    ++i;
-  }
-  return std::min(i, t.size());
-}
-
-// One past the end of the raw string whose quote is at `quote`, or npos when what follows is not
-// a valid raw-string opening (then the quote starts an ordinary string).
-size_t raw_string_end(const std::string& t, size_t quote) {
-  size_t paren = t.find('(', quote + 1);
-  if (paren == std::string::npos || paren - quote - 1 > kMaxRawDelimiterChars) {
-    return std::string::npos;
-  }
-  std::string delim = t.substr(quote + 1, paren - quote - 1);
-  for (char c : delim) {
-    if (is_space(c) || c == '\n' || c == ')' || c == '\\' || c == '"') return std::string::npos;
-  }
-  std::string close = ")" + delim + "\"";
-  size_t end = t.find(close, paren + 1);
-  return end == std::string::npos ? t.size() : end + close.size();
-}
-
-// A preprocessing number: digits, letters, '.', digit separators and exponent signs. Skipped
-// whole so that 1'000 does not open a character literal.
-size_t pp_number_end(const std::string& t, size_t i) {
-  for (++i; i < t.size(); ++i) {
-    char c = t[i], prev = t[i - 1];
-    bool exponent_sign =
-        (c == '+' || c == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P');
-    if (c == '\'' && i + 1 < t.size() && is_ident_char(t[i + 1])) continue;
-    if (!(is_ident_char(c) || c == '.' || exponent_sign)) break;
-  }
-  return i;
-}
-
-Views lex(const std::string& t) {
-  Views v{t, t};
-  const size_t n = t.size();
-  size_t i = 0;
-  while (i < n) {
-    char c = t[i];
-    char next = i + 1 < n ? t[i + 1] : '\0';
-    if (c == '/' && next == '/') {
-      size_t e = std::min(t.find('\n', i), n);
-      blank(v.code, i, e);
-      blank(v.directives, i, e);
-      i = e;
-    } else if (c == '/' && next == '*') {
-      size_t e = t.find("*/", i + 2);
-      e = e == std::string::npos ? n : e + 2;
-      blank(v.code, i, e);
-      blank(v.directives, i, e);
-      i = e;
-    } else if (c == '"' || c == '\'') {
-      size_t e = quoted_end(t, i);
-      blank(v.code, i, e);
-      i = e;
-    } else if (is_ident_start(c)) {
-      size_t e = i;
-      while (e < n && is_ident_char(t[e])) ++e;
-      std::string_view id(t.data() + i, e - i);
-      bool raw_prefix = id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR";
-      bool encoding_prefix = id == "u8" || id == "u" || id == "U" || id == "L";
-      i = e;
-      if (e < n && t[e] == '"' && raw_prefix) {
-        size_t r = raw_string_end(t, e);
-        if (r == std::string::npos) r = quoted_end(t, e);
-        blank(v.code, e, r);
-        i = r;
-      } else if (e < n && (t[e] == '"' || t[e] == '\'') && encoding_prefix) {
-        size_t q = quoted_end(t, e);
-        blank(v.code, e, q);
-        i = q;
-      }
-    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
-               (c == '.' && std::isdigit(static_cast<unsigned char>(next)))) {
-      i = pp_number_end(t, i);
-    } else {
-      ++i;
-    }
-  }
-  return v;
 }
 
 std::string clip(std::string_view s, size_t max_chars) {
@@ -321,6 +191,9 @@ class Scanner {
     }
     if (name == "__host__") add("host-code:__host__", start);
     if (name == "main" && next_non_space(end) == '(') add("host-code:main", start);
+    // The SM cycle counter keeps counting across launches, so it times them as well as
+    // %globaltimer does (the PTX scan catches every other spelling).
+    if (name == "clock" || name == "clock64") add("timer:" + name, start);
   }
 
   void scan_tokens() {
@@ -373,7 +246,13 @@ class Scanner {
     while (e < rest.size() && is_ident_char(rest[e])) ++e;
     std::string name(rest.substr(p, e - p));
     std::string_view args = trim(rest.substr(e));
-    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0]))) return;  // # 12 "f"
+    // A GNU line marker (# 12 "f" 1) can claim that the lines after it come from a header, and
+    // the scan of the preprocessed source (scan_preprocessed) leaves header lines out. #line
+    // cannot carry the flags that do this, so it stays allowed.
+    if (!name.empty() && std::isdigit(static_cast<unsigned char>(name[0]))) {
+      add("directive:linemarker", pos);
+      return;
+    }
     if (!contains(kKnownDirectives, name)) {
       add("directive:" + name, pos);
     } else if (name == "include") {
@@ -411,12 +290,28 @@ class Scanner {
     if (!ok) add("pragma:" + clip(words, kMaxRuleDetailChars), pos);
   }
 
-  // Inline PTX is allowed on cuda, but not reading the global nanosecond timer from it.
+  // Inline PTX is allowed on cuda, but not reading a clock or a counter from it. The literals are
+  // read as the compiler joins them ("%%global" "timer;" is one string), escapes decoded.
   void scan_ptx_text() {
     const std::string& text = views_.directives;
     for (size_t at = text.find("globaltimer"); at != std::string::npos;
          at = text.find("globaltimer", at + 1)) {
       add("timer:globaltimer", at);
+    }
+    for (const scan_detail::JoinedString& s :
+         scan_detail::join_adjacent_strings(spliced_.text, views_)) {
+      for (size_t at = s.text.find("globaltimer"); at != std::string::npos;
+           at = s.text.find("globaltimer", at + 1)) {
+        add("timer:globaltimer", s.pos[at]);
+      }
+      for (size_t at = s.text.find('%'); at != std::string::npos; at = s.text.find('%', at + 1)) {
+        size_t e = at + 1;
+        while (e < s.text.size() && is_ident_char(s.text[e])) ++e;
+        std::string name = s.text.substr(at + 1, e - at - 1);
+        if (is_timer_register(name) && name.rfind("globaltimer", 0) != 0) {
+          add("timer:" + name, s.pos[at]);
+        }
+      }
     }
   }
 

@@ -15,12 +15,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "evaluator/source_scan.h"
 #include "shared/hash.h"
 #include "shared/process.h"
 #include "shared/text.h"
@@ -29,9 +31,10 @@ namespace kiln::eval {
 namespace {
 
 constexpr std::chrono::milliseconds kProbeTimeout{30'000};
-constexpr const char* kCacheKeyVersion = "kiln-cpu-compile-v1";
+constexpr const char* kCacheKeyVersion = "kiln-cpu-compile-v2";  // v2: refuses scan findings
 constexpr const char* kSourceFile = "kernel.cc";
 constexpr const char* kUnitFile = "kiln_unit.cc";
+constexpr const char* kPreprocessedFile = "kiln_unit.ii";
 constexpr const char* kOutputFile = "kernel.so";
 constexpr const char* kBaseFlags[] = {"-std=c++17",   "-O3",    "-march=native", "-fPIC",
                                       "-shared",      "-fno-exceptions", "-w"};
@@ -324,25 +327,68 @@ CompileOutput CpuCompiler::compile(const CompileRequest& request) {
   if (written.is_ok()) written = write_file(dir->file(kUnitFile), *unit);
   if (!written.is_ok()) return not_cacheable(written);
 
+  // What the text scan finds is the caller's to refuse (callers scan first; kiln's own test
+  // kernels call std::abort on purpose), so the scan of the preprocessed source below refuses what
+  // only it shows. Line markers are refused here whatever the caller did: the source's own could
+  // pass its lines off as a header's, which that scan leaves out.
+  std::set<std::string> rules_in_text;
+  for (const ScanFinding& f : scan_source(request.source, "cpu")) {
+    rules_in_text.insert(f.rule);
+    if (f.rule != "directive:linemarker") continue;
+    out.rejected = true;
+    return finish("kiln: scan of the source: " + f.rule + " at line " + std::to_string(f.line) +
+                  " of the compiled text: " + f.excerpt + "\n");
+  }
+
   std::vector<std::string> argv = {options_.compiler};
   argv.insert(argv.end(), flags_.begin(), flags_.end());
   for (const auto& [key, value] : request.defines) argv.push_back("-D" + key + "=" + value);
-  argv.insert(argv.end(), {"-o", dir->file(kOutputFile), dir->file(kUnitFile)});
-  Result<ProcessResult> run = run_process(argv, options_.compile_timeout);
-  if (!run.is_ok()) return not_cacheable(run.status().with_context("running the cpu compiler"));
+  // Runs the compiler with `last` appended to argv, within what is left of the timeout. On a
+  // failure, the finished output; on success, nullopt and the compiler's messages in `log`.
+  std::string log;
+  auto run_compiler = [&](std::vector<std::string> last) -> std::optional<CompileOutput> {
+    std::vector<std::string> args = argv;
+    args.insert(args.end(), last.begin(), last.end());
+    auto left = options_.compile_timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               std::chrono::steady_clock::now() - start);
+    Result<ProcessResult> run = run_process(args, std::max(left, std::chrono::milliseconds(1)));
+    if (!run.is_ok()) return not_cacheable(run.status().with_context("running the cpu compiler"));
+    log += strip_prefix_everywhere(run->output, dir->path() + "/");
+    if (run->timed_out) {
+      out.cache_key.clear();  // a loaded machine may finish next time
+      return finish("kiln: the compiler ran past " +
+                    std::to_string(options_.compile_timeout.count()) + " ms and was killed\n" +
+                    log);
+    }
+    if (!run->status_known || run->term_signal != 0) {
+      out.cache_key.clear();  // the OOM killer or an operator, not the source
+      return finish(log + "\nkiln: the compiler was killed by signal " +
+                    std::to_string(run->term_signal) + "\n");
+    }
+    if (run->exit_code != 0) return finish(log);  // a compile error: expected and cacheable
+    return std::nullopt;
+  };
 
-  std::string log = strip_prefix_everywhere(run->output, dir->path() + "/");
-  if (run->timed_out) {
-    out.cache_key.clear();  // a loaded machine may finish next time
-    return finish("kiln: the compiler ran past " +
-                  std::to_string(options_.compile_timeout.count()) + " ms and was killed\n" + log);
+  // Scans what the compiler sees before compiling it: the preprocessed unit, in which a name
+  // built by a macro (glibc's __CONCAT(sys, tem)) is spelled out (THREATS.md rows 5-7).
+  if (auto failed =
+          run_compiler({"-E", "-o", dir->file(kPreprocessedFile), dir->file(kUnitFile)})) {
+    return std::move(*failed);
   }
-  if (!run->status_known || run->term_signal != 0) {
-    out.cache_key.clear();  // the OOM killer or an operator, not the source
-    return finish(log + "\nkiln: the compiler was killed by signal " +
-                  std::to_string(run->term_signal) + "\n");
+  Result<std::string> preprocessed = read_file(dir->file(kPreprocessedFile));
+  if (!preprocessed.is_ok()) return not_cacheable(preprocessed.status());
+  std::vector<ScanFinding> findings = scan_preprocessed(*preprocessed, dir->file(kSourceFile));
+  findings.erase(std::remove_if(findings.begin(), findings.end(),
+                                [&](const ScanFinding& f) { return rules_in_text.count(f.rule); }),
+                 findings.end());
+  if (!findings.empty()) {
+    out.rejected = true;
+    return finish(log + refusal_log("scan of the preprocessed source", findings));
   }
-  if (run->exit_code != 0) return finish(log);  // a compile error: an expected, cacheable outcome
+
+  if (auto failed = run_compiler({"-o", dir->file(kOutputFile), dir->file(kUnitFile)})) {
+    return std::move(*failed);
+  }
 
   // The candidate may only import math and memory functions: anything else it declares by hand
   // (threads, clocks, system calls) would run in the timed process (THREATS.md rows 5-7).

@@ -23,15 +23,26 @@ struct CpuCompilerOptions {
 // out -> T*, kInt64 -> int64_t, kFloat32 -> float, with T from the dtype (f16 is _Float16; bf16
 // is refused, there being no portable host type for it).
 //
+// Before compiling, the unit is preprocessed (`-E`, same flags and defines) and the candidate's
+// own lines of that output -- macros expanded, header bodies left out -- are scanned with the
+// cpu rules (scan_preprocessed, source_scan.h): a finding the text scan of the source does not
+// also report, such as `system` from glibc's __CONCAT(sys, tem), refuses the compile (what the
+// text scan reports is the caller's to refuse, see the hazards). After compiling, the shared
+// object's imports are checked against a math/memory allow-list. Both refusals are ok=false,
+// rejected=true, with a log line per finding ("kiln: scan of the preprocessed source:
+// identifier:system at line 3: ...").
+//
 // Outcomes: a compile error, an invalid request (bad kernel name, bf16, wrong arch) and a compiler
-// that runs past the timeout are ok=false with the reason in the log; kiln-side messages start
-// with "kiln:". When the outcome says nothing about the source (no scratch directory, the
-// compiler could not be started, the timeout) cache_key is left EMPTY: a cache must not store it.
+// that runs past the timeout (one deadline for both runs) are ok=false with the reason in the
+// log; kiln-side messages start with "kiln:". When the outcome says nothing about the source (no
+// scratch directory, the compiler could not be started, the timeout) cache_key is left EMPTY: a
+// cache must not store it.
 //
 // Hazards:
 // - Compiling runs in the daemon, outside the sandbox, on untrusted source: `#include
 //   "/some/secret"` would put the file's first lines into the log. Callers must run scan_source
-//   (source_scan.h) and refuse findings BEFORE compile(); this class does not scan.
+//   (source_scan.h) on the candidate's text and refuse findings BEFORE compile(): this class only
+//   checks the source for line markers (which could hide lines from its own scan), not includes.
 // - -march=native makes the binary specific to this host's ISA, so the cache key includes a hash
 //   of the compiler's native target macros: a cache shared across hosts never hands an AVX-512
 //   binary to a host without it.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "evaluator/compile_cache.h"
+#include "evaluator/source_scan.h"
 
 #ifdef KILN_HAVE_CUDA
 #include <dlfcn.h>
@@ -24,7 +25,7 @@ namespace kiln::cuda {
 #define KILN_NVRTC_FUNCTIONS(X)                                                                \
   X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)          \
   X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize)  \
-  X(nvrtcGetCUBIN)
+  X(nvrtcGetCUBIN) X(nvrtcGetPTXSize) X(nvrtcGetPTX)
 
 struct NvrtcCompiler::Functions {
 #define KILN_NVRTC_DECLARE_FIELD(fn) decltype(&::fn) fn = nullptr;
@@ -195,6 +196,31 @@ eval::CompileOutput NvrtcCompiler::compile(const eval::CompileRequest& request) 
     // NVRTC_ERROR_COMPILATION is the ordinary "the source has errors"; anything else (an option
     // NVRTC rejects, such as an unknown arch) is named after the log.
     if (compiled != NVRTC_ERROR_COMPILATION) out.log += "kiln: " + compile_status.message() + "\n";
+    return out;
+  }
+
+  // Scans what was compiled: the PTX shows a timer read or an external function however the
+  // source spelled it (a##b, literals built by macros). NVRTC keeps the PTX of a compile for a
+  // real architecture, so this costs no second compile.
+  std::string ptx;
+  size_t ptx_size = 0;
+  Status got_ptx = KILN_NVRTC(f, nvrtcGetPTXSize, program.get(), &ptx_size);
+  if (got_ptx.is_ok() && ptx_size > 1) {
+    ptx.assign(ptx_size, '\0');
+    got_ptx = KILN_NVRTC(f, nvrtcGetPTX, program.get(), ptx.data());
+    ptx.resize(std::strlen(ptx.c_str()));
+  }
+  if (!got_ptx.is_ok() || ptx.empty()) {
+    out.log += "kiln: no PTX to scan, so the compile is refused: " +
+               (got_ptx.is_ok() ? std::string("empty output") : got_ptx.message()) + "\n";
+    return out;
+  }
+  if (std::vector<eval::ScanFinding> findings = eval::scan_ptx(ptx, source_name);
+      !findings.empty()) {
+    out.rejected = true;
+    out.log += eval::refusal_log("scan of the generated PTX", findings);
+    out.compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     return out;
   }
 

@@ -27,7 +27,11 @@ class NvrtcCompiler final : public eval::Compiler {
   // Compiles request.source with -arch=<request.arch> (a real architecture: "sm_90a"),
   // --std=c++17, -default-device, -lineinfo, -D<name>=<value> per define and -I<include_dir()>
   // when set, and returns the CUBIN. A compile error (or an arch NVRTC rejects) is ok=false with
-  // NVRTC's full program log. cache_key is always filled (eval::compile_cache_key).
+  // NVRTC's full program log. The compile's PTX is then scanned (eval::scan_ptx): a clock or
+  // timer register read (%globaltimer, %clock64, ...) or an external function other than
+  // vprintf/__assertfail (device malloc, device-side launches) is ok=false, rejected=true, with
+  // one log line per finding ("kiln: scan of the generated PTX: ptx:%globaltimer at line 7:
+  // ..."). cache_key is always filled (eval::compile_cache_key).
   // Thread-safe: each call uses its own nvrtcProgram.
   eval::CompileOutput compile(const eval::CompileRequest& request) override;
 

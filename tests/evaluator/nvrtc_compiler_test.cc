@@ -114,6 +114,79 @@ TEST_F(NvrtcCompilerTest, RejectsVirtualArchBecauseACubinIsNeeded) {
   EXPECT_NE(out.log.find("sm_90a"), std::string::npos) << out.log;
 }
 
+// What the text scan cannot see, the PTX shows: each source compiles, and the scan of its PTX
+// refuses it, naming the rule and the program's line.
+struct PtxRefusal {
+  const char* what;
+  const char* body;  // line 2 onwards of `k`; line 1 is the signature
+  const char* rule;
+  int line;
+};
+
+constexpr PtxRefusal kPtxRefusals[] = {
+    {"%globaltimer split across literals",
+     "  unsigned long long t;\n"
+     "  asm volatile(\"mov.u64 %0, %%global\" \"timer;\" : \"=l\"(t));\n"
+     "  y[0] = t;\n",
+     "ptx:%globaltimer", 3},
+    {"%globaltimer from a macro and a literal",
+     "#define SREG \"%%global\"\n"
+     "  unsigned long long t;\n"
+     "  asm volatile(\"mov.u64 %0, \" SREG \"timer;\" : \"=l\"(t));\n"
+     "  y[0] = t;\n",
+     "ptx:%globaltimer", 4},
+    {"clock64 by token pasting",
+     "#define CAT(a, b) a##b\n"
+     "  y[0] = CAT(clock, 64)();\n",
+     "ptx:%clock64", 3},
+    {"clock() behind a macro (a 64-bit read on sm_90)",
+     "#define NOW() clock()\n"
+     "  y[0] = NOW();\n",
+     "ptx:%clock64", 3},
+    {"device malloc by token pasting",
+     "#define CAT(a, b) a##b\n"
+     "  y[0] = reinterpret_cast<unsigned long long>(CAT(mal, loc)(16));\n",
+     "ptx:extern-function:malloc", 3},
+    {"device new and delete",
+     "  float* p = new float[4];\n"
+     "  y[0] = static_cast<unsigned long long>(p[1]);\n"
+     "  delete[] p;\n",
+     "ptx:extern-function:malloc", 2},
+};
+
+TEST_F(NvrtcCompilerTest, ScanOfThePtxRefusesWhatTheTextScanCannotSee) {
+  for (const PtxRefusal& c : kPtxRefusals) {
+    std::string source =
+        std::string("extern \"C\" __global__ void k(unsigned long long* y) {\n") + c.body + "}\n";
+    CompileOutput out = compiler_->compile(request(source, "k"));
+    EXPECT_FALSE(out.ok) << c.what;
+    EXPECT_TRUE(out.rejected) << c.what << ":\n" << out.log;
+    EXPECT_TRUE(out.binary.empty()) << c.what;
+    const std::string expected = std::string("kiln: scan of the generated PTX: ") + c.rule +
+                                 " at line " + std::to_string(c.line) + ": ";
+    EXPECT_NE(out.log.find(expected), std::string::npos)
+        << c.what << ": expected '" << expected << "' in\n"
+        << out.log;
+  }
+}
+
+TEST_F(NvrtcCompilerTest, ScanOfThePtxAllowsPrintfAssertAndPositionRegisters) {
+  const char* source = R"(
+extern "C" __global__ void k(unsigned* y, int n) {
+  unsigned sm, lane;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
+  if (n < 0) printf("n = %d\n", n);
+  if (n == -7) __assertfail("n", "k.cu", 7, "k", 1);
+  __nanosleep(100);
+  y[threadIdx.x] = sm + lane;
+}
+)";
+  CompileOutput out = compiler_->compile(request(source, "k"));
+  EXPECT_TRUE(out.ok) << out.log;
+  EXPECT_FALSE(out.rejected);
+}
+
 TEST_F(NvrtcCompilerTest, CacheKeyChangesWithSourceDefinesAndArchOnly) {
   CompileRequest base = request(kSaxpy, "saxpy");
   base.defines["BLOCK"] = "256";
