@@ -19,7 +19,8 @@ namespace kiln::eval {
 namespace {
 
 // Bump when what a key covers changes (fields below, or a backend's fixed compiler flags).
-constexpr std::string_view kCompileKeyFormat = "kiln-compile-key-v1";
+constexpr std::string_view kCompileKeyFormat =
+    "kiln-compile-key-v2";  // v2: compiles scan their output
 
 // Each stored file is: kEntryMagic, 64 hex digits of SHA-256(payload), '\n', payload.
 constexpr std::string_view kEntryMagic = "kiln-cache-entry-v1\n";

@@ -175,7 +175,12 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     CompileOutput out = m.compiler->compile(req);
     compile_ms += out.compile_ms;
     if (!out.ok) {
-      stage("compile", false, std::string(dtype_name(d)) + (out.rejected ? ": refused" : ""), 0, 1);
+      // A refusal names what the scan of the compiler's output found (its first "kiln: scan" line).
+      std::string why = std::string(dtype_name(d)) + (out.rejected ? ": refused" : "");
+      if (size_t at = out.log.find("kiln: scan"); out.rejected && at != std::string::npos) {
+        why += " -- " + out.log.substr(at, out.log.find('\n', at) - at).substr(0, 300);
+      }
+      stage("compile", false, why, 0, 1);
       r.log = out.log;
       unload_all();
       return finish(out.rejected ? proto::Outcome::kRejected : proto::Outcome::kCompileError);

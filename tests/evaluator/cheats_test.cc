@@ -78,6 +78,17 @@ const CheatCase kCpuCheats[] = {
      "timed_outputs", "unwritten"},
     // Row 16, the timing side: always right, four times the work on alternate launches.
     {"bimodal_work", "bimodal_work.cpp", DType::kF32, Outcome::kRejected, "timing", "bimodal"},
+    // Row 19: the scan reads what the compiler sees. Names glued by glibc's __CONCAT or by ##
+    // only show in the preprocessed source, whose scan refuses the compile; a ## in the text is
+    // refused by the text scan itself.
+    {"scan_concat_system", "scan_concat_system.cpp", DType::kF32, Outcome::kRejected, "compile",
+     "identifier:system"},
+    {"scan_concat_constructor", "scan_concat_constructor.cpp", DType::kF32, Outcome::kRejected,
+     "compile", "identifier:constructor"},
+    {"scan_concat_rdtsc", "scan_concat_rdtsc.cpp", DType::kF32, Outcome::kRejected, "compile",
+     "refused -- kiln: scan of the preprocessed source"},
+    {"scan_token_paste", "scan_token_paste.cpp", DType::kF32, Outcome::kRejected, "scan",
+     "token-paste:##"},
     // Row 10: an error tens of times the seed's, inside the tolerance.
     {"precision_drop", "precision_drop.cpp", DType::kF32, Outcome::kWrongAnswer, "precision",
      "precision below the seed's"},
