@@ -192,6 +192,7 @@ int run_eval(const EvalArgs& a) {
     if (!ceil.is_ok()) return fail("measuring the device's ceilings: " + ceil.status().message(), 1);
     options.bandwidth_bytes_per_s = eval::floor_bandwidth(*ceil);
     options.matrix_flops_per_s = ceil->matrix_flops_per_s;
+    options.attainable_flops_per_s = ceil->attainable_flops_per_s;
     std::fprintf(progress_out, "%s\n", eval::ceilings_line(*ceil).c_str());
   }
   Result<std::unique_ptr<eval::CandidateEvaluator>> ev =

@@ -102,6 +102,7 @@ class Worker {
     eo.gpu = options_.gpu;
     eo.bandwidth_bytes_per_s = floor_bandwidth(ceilings_);
     eo.matrix_flops_per_s = ceilings_.matrix_flops_per_s;
+    eo.attainable_flops_per_s = ceilings_.attainable_flops_per_s;
     KILN_ASSIGN_OR_RETURN(auto ev, CandidateEvaluator::create(targets_[name], options_.backend,
                                                               toolchain_.compiler(), eo));
     return (evaluators_[name] = std::move(ev)).get();

@@ -36,6 +36,7 @@ struct EvaluatorOptions {
   // Device ceilings for the floor check (0: unknown, no check); see ceilings.h.
   double bandwidth_bytes_per_s = 0;
   double matrix_flops_per_s = 0;
+  double attainable_flops_per_s = 0;  // reporting only: fraction_of_attainable
   // Replaces the target's benchmark shape (tests and quick runs on small machines).
   std::optional<Shape> benchmark_override;
   bool time = true;                  // false: verify only

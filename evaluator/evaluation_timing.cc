@@ -330,6 +330,9 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   if (floor_us > 0 && t.median_us > 0) {
     r->metrics["floor_us"] = floor_us;
     r->metrics["fraction_of_floor"] = floor_us / t.median_us;
+    if (options.attainable_flops_per_s > 0 && flops > 0)  // what a good GEMM-rate would take
+      r->metrics["fraction_of_attainable"] =
+          flops / options.attainable_flops_per_s * 1e6 / t.median_us;
     // 3% below the floor is allowed for ceiling measurement noise.
     if (t.median_us < 0.97 * floor_us) {
       stage("floor", false,

@@ -4,19 +4,24 @@
 // under a profiler or on a busy GPU: with it honest kernels would be rejected as faster than
 // possible), kReplace replaces it, and under an injected CUDA tool nothing measured is cached.
 // The host's own figure: plausible for one core, measured once and then read back, and judged
-// with kHostFloorMargin of room by the floor check.
+// with kHostFloorMargin of room by the floor check. The attainable GEMM (a GPU figure; its run is
+// tests/gpu/attainable_ceiling_test.cc): its kernel compiles with NVRTC for every arch it runs
+// on, within each arch's shared memory, and the ceilings line reports it after the two figures
+// bench/search_replay.cc reads back.
 #include "evaluator/ceilings.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "evaluator/cuda/nvrtc_compiler.h"
 #include "evaluator/toolchain.h"
 #include "tests/support/test_env.h"
 
@@ -113,6 +118,8 @@ TEST_F(CeilingsTest, TheHostFigureIsMeasuredOnceThenReadFromItsCache) {
   EXPECT_GT(first.bandwidth_bytes_per_s, 1e9);
   EXPECT_LT(first.bandwidth_bytes_per_s, 2e13);
   EXPECT_LT(first.measure_s, 30.0);
+  EXPECT_EQ(first.matrix_flops_per_s, 0);
+  EXPECT_EQ(first.attainable_flops_per_s, 0) << "the attainable GEMM is a GPU figure";
   ASSERT_NE(cache_file(), "");
   EXPECT_EQ(first.cache_file, cache_file());
   // Keyed per CPU model and host.
@@ -157,6 +164,68 @@ TEST_F(CeilingsTest, AHostCacheFromAnotherProbeIsMeasuredAgain) {
   EXPECT_TRUE(again.measured);
   EXPECT_GT(again.bandwidth_bytes_per_s, 1e9);
   EXPECT_GT(cached_bandwidth(), 1e9);
+}
+
+TEST(AttainableGemm, RunsFromSm80WithTheSharedMemoryEachArchAllows) {
+  EXPECT_FALSE(attainable_gemm_applies("cpu"));
+  EXPECT_FALSE(attainable_gemm_applies("sm_75"));
+  EXPECT_TRUE(attainable_gemm_applies("sm_80"));
+  EXPECT_TRUE(attainable_gemm_applies("sm_89"));
+  EXPECT_TRUE(attainable_gemm_applies("sm_90a"));
+  EXPECT_TRUE(attainable_gemm_applies("sm_100a"));
+  // Three 48 KiB stages where a block may have 227 KiB (H100) or 163 KiB (A100); two where it may
+  // have 99 KiB (sm_86, sm_89, sm_120).
+  EXPECT_EQ(attainable_gemm_shared_bytes("sm_90a"), 3u * 48 * 1024);
+  EXPECT_EQ(attainable_gemm_shared_bytes("sm_80"), 3u * 48 * 1024);
+  EXPECT_EQ(attainable_gemm_shared_bytes("sm_100a"), 3u * 48 * 1024);
+  EXPECT_EQ(attainable_gemm_shared_bytes("sm_89"), 2u * 48 * 1024);
+  EXPECT_EQ(attainable_gemm_shared_bytes("sm_120a"), 2u * 48 * 1024);
+  EXPECT_LE(attainable_gemm_shared_bytes("sm_89"), 99u * 1024);
+  EXPECT_EQ(attainable_gemm_request("sm_90a").defines.at("KILN_GEMM_STAGES"), "3");
+  EXPECT_EQ(attainable_gemm_request("sm_89").defines.at("KILN_GEMM_STAGES"), "2");
+  // 4096 is a whole number of tiles each way.
+  EXPECT_EQ(kAttainableGemmSize % kAttainableGemmTileM, 0);
+  EXPECT_EQ(kAttainableGemmSize % kAttainableGemmTileN, 0);
+  EXPECT_EQ(kAttainableGemmSize % kAttainableGemmTileK, 0);
+}
+
+TEST(AttainableGemm, TheKernelCompilesWithNvrtcForEachArchItRunsOn) {
+  auto loaded = cuda::NvrtcCompiler::load();
+  if (!loaded.is_ok()) GTEST_SKIP() << "libnvrtc cannot be loaded: " << loaded.status().to_string();
+  for (const char* arch : {"sm_90a", "sm_80", "sm_89"}) {
+    const CompileRequest req = attainable_gemm_request(arch);
+    EXPECT_EQ(req.kernel_name, "kiln_gemm");
+    const CompileOutput out = (*loaded)->compile(req);
+    ASSERT_TRUE(out.ok) << arch << ":\n" << out.log;
+    ASSERT_GE(out.binary.size(), 4u);
+    EXPECT_EQ(out.binary.substr(0, 4), std::string("\x7f"
+                                                   "ELF"))
+        << arch;
+  }
+}
+
+TEST(AttainableGemm, TheCeilingsLineReportsItAfterTheFiguresReadBack) {
+  Ceilings c;
+  c.arch = "sm_90a";
+  c.bandwidth_bytes_per_s = 3.35e12;
+  c.matrix_flops_per_s = 958e12;
+  c.attainable_flops_per_s = 520e12;
+  const std::string line = ceilings_line(c);
+  EXPECT_EQ(line,
+            "device ceilings: copy 3.35 TB/s, f16 tensor cores 958 TFLOP/s, f16 GEMM attains "
+            "520 TFLOP/s");
+  // bench/search_replay.cc's reading of it.
+  double tbs = 0, tflops = 0;
+  EXPECT_EQ(
+      std::sscanf(line.c_str(), "device ceilings: copy %lf TB/s, f16 tensor cores %lf TFLOP/s",
+                  &tbs, &tflops),
+      2);
+  EXPECT_DOUBLE_EQ(tflops, 958);
+  // Where the issue-rate probe does not run (before sm_90a) the attainable figure stands alone.
+  c.matrix_flops_per_s = 0;
+  EXPECT_EQ(ceilings_line(c), "device ceilings: copy 3.35 TB/s, f16 GEMM attains 520 TFLOP/s");
+  c.attainable_flops_per_s = 0;
+  EXPECT_EQ(ceilings_line(c), "device ceilings: copy 3.35 TB/s");
 }
 
 }  // namespace
