@@ -341,15 +341,17 @@ class CandidateEvaluator::Impl {
   }
 
   // Checks outputs against the reference; returns the worst relative error and a failure detail.
-  CaseOutcome check_outputs(const SetData& d, DType dtype, unsigned char poison) const {
-    return check_outputs_against(d.slots, d, dtype, poison);
+  CaseOutcome check_outputs(const SetData& d, DType dtype, unsigned char poison,
+                            bool ref_stats = false) const {
+    return check_outputs_against(d.slots, d, dtype, poison, ref_stats);
   }
 
   // Checks the outputs that lie at `slots` (one set's layout) against the reference of
   // `expected`, a set of the same shape and dtype: with rotated timing contents a group's buffers
   // end up holding another set's inputs.
   CaseOutcome check_outputs_against(const std::vector<TensorSlot>& slots, const SetData& expected,
-                                    DType dtype, unsigned char poison) const {
+                                    DType dtype, unsigned char poison,
+                                    bool ref_stats = false) const {
     CaseOutcome o;
     const unsigned char* arena = sandbox->arena();
     for (size_t i = 0; i < slots.size(); ++i) {
@@ -378,6 +380,15 @@ class CandidateEvaluator::Impl {
       o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
       o.worst_abs = std::max(o.worst_abs, c.worst_abs_error);
       o.rms = std::max(o.rms, c.rms_error);
+      if (ref_stats) {
+        double largest = 0;
+        for (size_t k = 0; k < count; ++k) {
+          if (std::isfinite(want[k])) largest = std::max(largest, std::fabs(want[k]));
+        }
+        const double eps = unit_roundoff(s.dtype);
+        o.ulp_at_max = std::max(o.ulp_at_max, eps * largest);
+        o.ulp_at_rms = std::max(o.ulp_at_rms, eps * finite_rms(want, count));
+      }
       if (!c.passed && o.kind == CaseKind::kPass) {
         o.kind = CaseKind::kWrong;
         o.detail = c.detail;
@@ -406,7 +417,8 @@ class CandidateEvaluator::Impl {
   }
 
   CaseOutcome run_case(KernelHandle handle, const CandidateSpec& c, const CaseSpec& cs,
-                       unsigned char poison, bool keep_outputs, uint64_t seed) {
+                       unsigned char poison, bool keep_outputs, uint64_t seed,
+                       bool ref_stats = false) {
     Result<LaunchGeometry> g = geometry(c, cs.shape, cs.dtype);
     if (!g.is_ok()) return {CaseKind::kCrash, 0, "launch geometry: " + g.status().message(), {}};
     size_t cursor = 0;
@@ -437,7 +449,7 @@ class CandidateEvaluator::Impl {
                 what + ": input '" + s.arg->name + "' was modified by the kernel", {}};
       }
     }
-    CaseOutcome o = check_outputs(d, cs.dtype, poison);
+    CaseOutcome o = check_outputs(d, cs.dtype, poison, ref_stats);
     if (o.kind != CaseKind::kPass) o.detail = what + ": " + o.detail;
     if (keep_outputs) {
       for (const auto& s : d.slots) {

@@ -2,8 +2,13 @@
 // precision, or with a cruder approximation, can stay inside the tolerance (which must admit
 // every honest kernel) while its error is tens of times the honest error. The backend's seed --
 // the plain, obviously correct kernel -- runs on the same inputs as the candidate at every sweep
-// shape, and the candidate's worst and RMS error may be at most precision_factor times the seed's
-// (with a floor of a small part of the tolerance, for seeds that are exact).
+// shape, and the candidate's worst and RMS error may be at most precision_factor times the seed's.
+// The seed's error is floored at what rounding to the output's dtype allows any honest kernel --
+// two units of rounding at the largest output for the worst error, one at the RMS output for the
+// RMS error -- and at a small part of the tolerance: at small shapes an f16 seed is often exact
+// (its error 0) where an honest kernel that sums in another order is one unit off.
+#include <algorithm>
+
 #include "evaluator/evaluation_internal.h"
 
 namespace kiln::eval {
@@ -11,6 +16,8 @@ namespace {
 
 // Errors below this part of the tolerance's absolute term are never held against a candidate.
 constexpr double kFloorOfTolerance = 0.05;
+// Units of rounding at the largest output that the worst error may always reach.
+constexpr double kRoundingUnits = 2;
 
 }  // namespace
 
@@ -56,14 +63,14 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::precision_stage(const Ca
     }
   };
   const Tolerance& tol = target.tolerance.at(dtype);
-  const double floor = kFloorOfTolerance * std::max(tol.abs, 1e-30);
+  const double tol_floor = kFloorOfTolerance * std::max(tol.abs, 1e-30);
   double worst_ratio = 0;
   std::string worst_note;
   uint32_t cases = 0;
   for (const Shape& shape : target.sweep) {
     const CaseSpec cs{"precision", shape, dtype, Distribution::kNormal};
     const uint64_t s = seeds.next();
-    CaseOutcome mine = run_case(handle, c, cs, kPoisonA, false, s);
+    CaseOutcome mine = run_case(handle, c, cs, kPoisonA, false, s, /*ref_stats=*/true);
     CaseOutcome theirs = run_case(seed_handle, seed_candidate, cs, kPoisonA, false, s);
     if (mine.kind != CaseKind::kPass) {  // passed the sweep, fails here: report as the sweep would
       unload_seed();
@@ -73,10 +80,12 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::precision_stage(const Ca
     }
     if (theirs.kind != CaseKind::kPass) continue;  // the seed is no yardstick at this shape
     ++cases;
-    const double worst_limit = precision_factor() * std::max(theirs.worst_abs, floor);
-    const double rms_limit = precision_factor() * std::max(theirs.rms, floor);
-    const double ratio = std::max(mine.worst_abs / std::max(theirs.worst_abs, floor),
-                                  mine.rms / std::max(theirs.rms, floor));
+    const double worst_base =
+        std::max({theirs.worst_abs, kRoundingUnits * mine.ulp_at_max, tol_floor});
+    const double rms_base = std::max({theirs.rms, mine.ulp_at_rms, tol_floor});
+    const double worst_limit = precision_factor() * worst_base;
+    const double rms_limit = precision_factor() * rms_base;
+    const double ratio = std::max(mine.worst_abs / worst_base, mine.rms / rms_base);
     const std::string note = shape_string(shape) + ": worst error " + fmt_double(mine.worst_abs) +
                              " (seed " + fmt_double(theirs.worst_abs) + "), RMS error " +
                              fmt_double(mine.rms) + " (seed " + fmt_double(theirs.rms) + ")";

@@ -20,6 +20,8 @@ namespace {
 constexpr size_t kSampledRows = 64;
 // Sites per timing set: 2^16 - 1 distinct masks, far more than the launches of one run.
 constexpr size_t kSitesPerSet = 16;
+// Above this many flops at the benchmark shape the closing launches are checked on sampled rows.
+constexpr double kFullReferenceFlops = 1e10;
 // How far a site moves, in units of its input's spread (on top of the value's own size).
 constexpr double kSiteShift = 8.0;
 
@@ -160,9 +162,15 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   // would take the cores the candidate is timed on, so they run after the timing.
   const auto policy = backend == "cpu" ? std::launch::deferred : std::launch::async;
   std::vector<std::future<void>> refs;
+  // The closing launches are checked on every row unless the full reference is expensive (more
+  // than kFullReferenceFlops at this shape: matmul, the MLP); then on secret rows, those of the
+  // sites included.
+  const double ref_flops =
+      eval_expr(target.flops_expr, expr_vars(bench, dtype, c.params)).value_or(0);
+  const bool sample_closing = ref_flops > kFullReferenceFlops;
   for (auto& set : sets) {
-    // An expensive reference is computed (and the timed outputs checked) on secret rows only.
-    set.rows = sampled_rows(bench, kSampledRows, site_rows(set));
+    set.rows =
+        sample_closing ? sampled_rows(bench, kSampledRows, site_rows(set)) : std::vector<int64_t>{};
     refs.push_back(std::async(policy, [this, &set, &bench] { compute_reference(set, bench); }));
   }
   nlohmann::json req = geometry_json(*g);
@@ -229,7 +237,8 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     }
   }
   // The kept launches: each set's picks are checked in turn on that set's buffers (its values
-  // get the pick's sites), the sets in parallel.
+  // get the pick's sites), the sets in parallel; on secret rows (those of the sites included)
+  // wherever the reference computes single rows, so that they cost little after the timing.
   Result<std::vector<KeptLaunch>> kept =
       kept_launches(*reply, sets.size(), static_cast<uint32_t>(checks.size()),
                     sets.empty() ? 0 : sets[0].sites.size());

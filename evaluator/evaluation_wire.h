@@ -45,6 +45,10 @@ struct CaseOutcome {
   std::string detail;
   std::vector<std::string> outputs;  // raw output bytes, when asked for (determinism)
   double worst_abs = 0, rms = 0;     // over every output (rms: the largest of the outputs')
+  // With reference statistics asked for: one unit of rounding of each output's dtype at the
+  // output's largest and at its RMS reference value, the largest over the outputs -- what any
+  // honest kernel may differ by (0 for integer outputs).
+  double ulp_at_max = 0, ulp_at_rms = 0;
 };
 
 // One site of a timing set: an input element that timed launches change (see "sites" in
@@ -210,6 +214,23 @@ inline Result<std::vector<KeptLaunch>> kept_launches(const nlohmann::json& reply
     return internal_error("the sandbox's time reply has an invalid kept list (" + list.dump() +
                           ")");
   return out;
+}
+
+// The relative spacing of a dtype's values near 1 (2^-10 for f16, 2^-7 for bf16, 2^-23 for f32,
+// 2^-52 for f64), 0 for integers.
+inline double unit_roundoff(DType t) {
+  switch (t) {
+    case DType::kF16:
+      return 0x1p-10;
+    case DType::kBF16:
+      return 0x1p-7;
+    case DType::kF32:
+      return 0x1p-23;
+    case DType::kF64:
+      return 0x1p-52;
+    default:
+      return 0;
+  }
 }
 
 inline std::string fmt_double(double v) {

@@ -57,7 +57,8 @@ TEST(PrecisionStage, EveryBuiltInCpuTemplateConfigurationPasses) {
     for_each_config(*cpu->tunable, target->benchmark_for("cpu"), dtype, [&](const auto& params) {
       proto::EvaluationResult r = verify(*target, *cpu->tunable, params, dir, **toolchain);
       const proto::StageReport* p = find_stage(r, "precision");
-      EXPECT_EQ(r.outcome, proto::Outcome::kVerified) << name << ": " << r.log;
+      EXPECT_EQ(r.outcome, proto::Outcome::kVerified) << name << ": " << r.log << "\n"
+                                                      << testing::describe(r);
       EXPECT_TRUE(p != nullptr && p->passed && p->cases > 0)
           << name << ": " << (p ? p->detail : std::string("no precision stage"));
       ++configurations;

@@ -40,7 +40,7 @@ extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long 
     const float inv = rsqrtf(partial[0] / static_cast<float>(N) + eps);
     for (long long c = threadIdx.x; c < N; c += blockDim.x) {
       T v = from_f32<T>(to_f32(xr[c]) * inv * to_f32(w[c]));
-      if (wobble) {
+      if (wobble && isfinite(to_f32(v))) {
         unsigned char* bytes = reinterpret_cast<unsigned char*>(&v);
         bytes[0] ^= 1;  // the lowest bit of the significand
       }

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The step-7 measurements on a GPU machine, in one sitting so the figures share a machine:
+#   1. scripts/gpu_check: every GPU-labelled test of the bundle (the cuda cheat suite included);
+#   2. kiln eval of each built-in target's best configuration (recorded in
+#      bench/results/2026-11-24-H100-kiln-run-nine-targets.md), with the hardened binary and the
+#      one before it, alternating, ROUNDS times: the medians must move by less than 2%;
+#   3. the evaluation rate, `kiln eval rmsnorm --sweep --limit N`, with both binaries: the
+#      hardening may cost at most 15% of it.
+# Usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR
+#   OLD_KILN_BINARY is a kiln built from the commit before the hardening; it runs with the new
+#   bundle's libraries and targets. Env: ROUNDS (default 2), SWEEP_LIMIT (default 20),
+#   STEP7_SKIP_CHECK=1, STEP7_TARGETS (default all nine). Progress: OUTDIR/progress.log, then DONE.
+set -uo pipefail
+tarball=${1:?usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR}
+old_src=${2:?usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR}
+out=${3:?usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mkdir -p "$out"
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/progress.log" >&2; }
+
+unpacked=$(mktemp -d /tmp/kiln-step7.XXXXXX)
+tar -C "$unpacked" -xzf "$tarball" || { log "cannot unpack $tarball"; exit 2; }
+bundle=$(ls -d "$unpacked"/kiln-*/ | head -1)
+new="$bundle/bin/kiln"
+old="$bundle/bin/kiln-old"
+cp "$old_src" "$old" && chmod +x "$old"
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+log "new: $("$new" version 2>&1 | head -1); old: $("$old" version 2>&1 | head -1)"
+nvidia-smi -L >> "$out/progress.log" 2>&1
+
+if [[ "${STEP7_SKIP_CHECK:-0}" != 1 ]]; then
+  log "gpu_check: start"
+  KILN_CACHE_DIR=/tmp/kiln-step7-check OUT="$out/gpu_check" timeout 1500 "$repo/scripts/gpu_check" "$bundle" \
+    > "$out/gpu_check.log" 2>&1
+  log "gpu_check: rc=$? $(tail -1 "$out/gpu_check.log")"
+fi
+
+declare -A best=(
+  [rmsnorm]="BLOCK=512,ELEMS=16,HINT=0,ROWS=1,WREG=0"
+  [softmax]="BLOCK=512,ELEMS=16,HINT=0,ROWS=1"
+  [reduce]="BLOCK=256,CHUNK=8192,GRID=0,HINT=3,STAGES=4,TMA=0,TPR=256,UNROLL=2"
+  [layernorm]="G=0,HINT=0,ITEMS=4,OCC=0,RPB=1,TPR=128,VB=16"
+  [rotary_embedding]="BLOCK=128,HINT=0,HT=2,MINB=0,TX=8,UNR=2,VB=16"
+  [cross_entropy]="BLOCK=1024,OCC=1,UNROLL=2"
+  [matmul]="BK=64,BM=128,BN=256,CL=0,IMPL=1,PERS=0,STAGES=4,WM=1,WN=1"
+  [flash_attention]="BN=128,IMPL=1,PIPE=0,RM=1,STAGES=2,WARPS=8"
+  [fused_mlp]="ARCH=1,BN=256,GRID=132,NG=2,STAGES=4,WG=2,WIDE=0"
+)
+targets=${STEP7_TARGETS:-rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy,matmul,flash_attention,fused_mlp}
+mkdir -p "$out/evals"
+: > "$out/medians.tsv"
+for round in $(seq 1 "${ROUNDS:-2}"); do
+  for t in ${targets//,/ }; do
+    for which in old new; do
+      bin=$old; [[ $which == new ]] && bin=$new
+      f="$out/evals/$t-$which-$round.json"
+      KILN_CACHE_DIR=/tmp/kiln-step7-$which timeout 300 "$bin" eval "$t" --params "${best[$t]}" --json \
+        > "$f" 2> "$out/evals/$t-$which-$round.err"
+      line=$(python3 - "$f" "$t" "$which" "$round" <<'PY'
+import json, sys
+f, t, which, rnd = sys.argv[1:]
+try:
+    r = json.load(open(f))
+except Exception as e:
+    print(f"{t}\t{which}\t{rnd}\tunreadable\t0\t0\t0\t0"); sys.exit()
+tm, m = r.get("timing", {}), r.get("metrics", {})
+print(f"{t}\t{which}\t{rnd}\t{r.get('outcome')}\t{tm.get('median_us', 0)}\t{tm.get('noise_rel', 0)}\t{tm.get('samples', 0)}\t{r.get('wall_ms', 0)}")
+PY
+)
+      echo "$line" >> "$out/medians.tsv"
+      log "eval $line"
+    done
+  done
+done
+
+for which in old new; do
+  bin=$old; [[ $which == new ]] && bin=$new
+  log "evaluation rate ($which): start"
+  start=$(date +%s.%N)
+  KILN_CACHE_DIR=/tmp/kiln-step7-rate-$which timeout 600 "$bin" eval rmsnorm --sweep --limit "${SWEEP_LIMIT:-20}" \
+    > "$out/rate-$which.txt" 2>&1
+  rc=$?
+  end=$(date +%s.%N)
+  log "evaluation rate ($which): rc=$rc, $(python3 -c "print(f'{$end - $start:.1f}')") s wall; $(grep -c 'verified' "$out/rate-$which.txt") verified lines; $(tail -1 "$out/rate-$which.txt")"
+done
+log "done"
+: > "$out/DONE"
