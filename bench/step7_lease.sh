@@ -5,7 +5,9 @@
 #      bench/results/2026-11-24-H100-kiln-run-nine-targets.md), with the hardened binary and the
 #      one before it, alternating, ROUNDS times: the medians must move by less than 2%;
 #   3. the evaluation rate, `kiln eval rmsnorm --sweep --limit N`, with both binaries: the
-#      hardening may cost at most 15% of it.
+#      hardening may cost at most 15% of it;
+#   4. every template configuration of each target, verification only, with the hardened binary:
+#      honest configurations must all pass (STEP7_SWEEPS: which targets; empty: none).
 # Usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR
 #   OLD_KILN_BINARY is a kiln built from the commit before the hardening; it runs with the new
 #   bundle's libraries and targets. Env: ROUNDS (default 2), SWEEP_LIMIT (default 20),
@@ -83,5 +85,18 @@ for which in old new; do
   end=$(date +%s.%N)
   log "evaluation rate ($which): rc=$rc, $(python3 -c "print(f'{$end - $start:.1f}')") s wall; $(grep -c 'verified' "$out/rate-$which.txt") verified lines; $(tail -1 "$out/rate-$which.txt")"
 done
+# Every honest template configuration must pass the new stages (the precision factor above all):
+# each target's whole template space, verification only, with the hardened binary.
+if [[ -n "${STEP7_SWEEPS-$targets}" ]]; then
+  mkdir -p "$out/sweeps"
+  for t in ${STEP7_SWEEPS-$targets}; do
+    t=${t//,/ }
+    for one in $t; do
+      KILN_CACHE_DIR=/tmp/kiln-step7-new timeout 900 "$new" eval "$one" --sweep --no-time \
+        > "$out/sweeps/$one.txt" 2>&1
+      log "sweep $one (verify only): rc=$? $(grep -c 'verified' "$out/sweeps/$one.txt") verified lines; $(tail -1 "$out/sweeps/$one.txt")"
+    done
+  done
+fi
 log "done"
 : > "$out/DONE"

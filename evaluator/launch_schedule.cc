@@ -25,18 +25,26 @@ LaunchSchedule::LaunchSchedule(size_t sets, uint32_t sites_per_set, uint32_t che
       launches_(sets, 0),
       slots_(check_slots),
       rng_(seed != 0 ? seed : os_seed()) {
-  multiplier_ = static_cast<uint32_t>(rng_()) | 1u;  // odd: a bijection modulo a power of two
-  offset_ = static_cast<uint32_t>(rng_());
+  // Masks by weight: 3, 4, ..., then 2 and 1 (few sites per launch keep the writes before each
+  // launch cheap), each weight's masks in a secret order.
+  const uint32_t sites = std::min<uint32_t>(sites_per_set, 16);
+  std::vector<uint32_t> weights;
+  for (uint32_t w = 3; w < sites; ++w) weights.push_back(w);
+  for (uint32_t w : {2u, 1u}) {
+    if (w < sites) weights.push_back(w);
+  }
+  for (uint32_t w : weights) {
+    const size_t begin = order_.size();
+    for (uint32_t m = 1; m < full_; ++m) {
+      if (static_cast<uint32_t>(__builtin_popcount(m)) == w) order_.push_back(m);
+    }
+    std::shuffle(order_.begin() + static_cast<std::ptrdiff_t>(begin), order_.end(), rng_);
+  }
 }
 
 uint32_t LaunchSchedule::next_mask(size_t set) {
-  if (full_ == 0) return 0;  // no sites: nothing to change
-  const uint64_t period = uint64_t{full_} + 1;
-  while (true) {
-    const uint64_t n = launches_[set]++;
-    const uint32_t mask = static_cast<uint32_t>((n % period * multiplier_ + offset_) & full_);
-    if (mask != full_) return mask;
-  }
+  if (order_.empty()) return 0;  // fewer than two sites: nothing that is not the closing mask
+  return order_[launches_[set]++ % order_.size()];
 }
 
 int LaunchSchedule::keep_slot(uint64_t timed_index) {

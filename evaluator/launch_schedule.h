@@ -17,9 +17,10 @@ class LaunchSchedule {
   // `seed` 0 draws one from the OS (tests pass their own for reproducible schedules).
   LaunchSchedule(size_t sets, uint32_t sites_per_set, uint32_t check_slots, uint64_t seed = 0);
 
-  // The site mask (bit k: site k applied) of the next launch on contents `set`. Per set the masks
-  // follow a secret affine permutation of [0, 2^sites), so they do not repeat before 2^sites - 1
-  // launches on that set; the full mask is never returned (closing launches use it).
+  // The site mask (bit k: site k applied) of the next launch on contents `set`: per set the masks
+  // with three sites come first in a secret order (560 of them for 16 sites), then those with
+  // four, and so on, so they do not repeat before 2^sites - 2 launches on that set and each launch
+  // writes few sites; the full mask is never returned (closing launches use it).
   uint32_t next_mask(size_t set);
   uint32_t full_mask() const { return full_; }
 
@@ -30,7 +31,7 @@ class LaunchSchedule {
 
  private:
   uint32_t full_;
-  uint32_t multiplier_, offset_;    // the permutation x -> (x * multiplier + offset) mod 2^sites
+  std::vector<uint32_t> order_;     // every mask but 0 and full: by weight from 3 up, shuffled
   std::vector<uint64_t> launches_;  // per set: launches asked for so far
   uint32_t slots_;
   std::mt19937_64 rng_;
