@@ -325,6 +325,20 @@ TEST(TensorDataCompare, JudgesEachCaseOfTheContract) {
   }
 }
 
+// At the f16 overflow boundary a finite exact value rounds to infinity; an honest kernel that
+// stores the largest finite value of the same sign (within the tolerance of the exact value) is
+// right, one of the other sign or far off is not.
+TEST(TensorDataCompare, AcceptsTheLargestFiniteValueWhereTheReferenceRoundsToInfinity) {
+  const double ref = -65520.02;
+  std::string bytes(2, '\0');
+  const Tolerance tol{0.004, 1, 0};
+  for (double got : {-65504.0, 65504.0, -60000.0}) {
+    encode(DType::kF16, &got, 1, bytes.data());
+    const CompareResult r = compare(DType::kF16, bytes.data(), &ref, 1, tol, 0xFF, "C");
+    EXPECT_EQ(r.passed, got == -65504.0) << got << ": " << r.detail;
+  }
+}
+
 TEST(TensorDataCompare, DetailNamesTheFirstBadIndexGotExpectedAndTolerance) {
   const size_t n = 3'000'000;  // parallel path; the first bad index must still
                                // be the smallest
