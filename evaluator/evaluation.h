@@ -144,6 +144,11 @@ struct TimingStats {
 TimingStats timing_stats(const std::vector<double>& samples_us, const std::vector<double>& clocks_mhz,
                          double throttle_fraction);
 
+// Median-relative interquartile range of `samples` (linear interpolation between order
+// statistics); 1 for fewer than two samples or a median that is not positive. The sandbox child
+// stops sampling on it; timing_problem refuses a set on it.
+double relative_iqr(std::vector<double> samples);
+
 // Why a sample set cannot give a verified median (THREATS.md row 16), or "" when it can: a
 // relative IQR above `max_noise_rel`, or two clusters -- adjacent sorted samples a and b with
 // b > `gap_ratio` x a, at least `side_fraction` of the samples on each side (a kernel that does

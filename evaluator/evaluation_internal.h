@@ -241,7 +241,7 @@ class CandidateEvaluator::Impl {
                                            const std::function<double()>& phase_ms);
   // Picks the sites of a timing set (inputs only, index inputs left alone) and applies them all
   // to its values: the contents of the closing launch.
-  std::vector<Site> choose_sites(SetData& d, DType dtype);
+  std::vector<Site> choose_sites(SetData& d);
   // The rows (outputs' first dim) of the sites that lie in inputs sharing that first dim.
   std::vector<int64_t> site_rows(const SetData& d) const;
 

@@ -74,7 +74,7 @@ nlohmann::json site_json(const Site& s, const TensorSlot& slot) {
 
 }  // namespace
 
-std::vector<Site> CandidateEvaluator::Impl::choose_sites(SetData& d, DType dtype) {
+std::vector<Site> CandidateEvaluator::Impl::choose_sites(SetData& d) {
   std::vector<size_t> eligible;
   size_t total = 0;
   for (size_t i = 0; i < d.slots.size(); ++i) {
@@ -103,7 +103,6 @@ std::vector<Site> CandidateEvaluator::Impl::choose_sites(SetData& d, DType dtype
     sites.push_back(s);
   }
   for (const Site& s : sites) d.values[s.slot][s.element] = s.changed;
-  (void)dtype;
   return sites;
 }
 
@@ -138,7 +137,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   for (auto& set : sets) {
     sets_json.push_back(tensors_json(set.slots));
     if (!rotate) continue;
-    set.sites = choose_sites(set, dtype);
+    set.sites = choose_sites(set);
     nlohmann::json list = nlohmann::json::array();
     for (const Site& s : set.sites) list.push_back(site_json(s, set.slots[s.slot]));
     sites_json.push_back(list);

@@ -107,6 +107,13 @@ double quantile(const std::vector<double>& sorted, double q) {
 
 }  // namespace
 
+double relative_iqr(std::vector<double> samples) {
+  if (samples.size() < 2) return 1.0;
+  std::sort(samples.begin(), samples.end());
+  const double median = quantile(samples, 0.5);
+  return median > 0 ? (quantile(samples, 0.75) - quantile(samples, 0.25)) / median : 1.0;
+}
+
 TimingStats timing_stats(const std::vector<double>& samples_us,
                          const std::vector<double>& clocks_mhz, double throttle_fraction) {
   TimingStats s;
@@ -146,7 +153,7 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
     std::snprintf(buf, sizeof(buf), "%.3g", v);
     return std::string(buf);
   };
-  const double noise = (quantile(sorted, 0.75) - quantile(sorted, 0.25)) / median;
+  const double noise = relative_iqr(sorted);
   if (noise > max_noise_rel) {
     return "samples too noisy for a median: relative IQR " + us(noise * 100) + "% over " +
            std::to_string(sorted.size()) + " samples (limit " + us(max_noise_rel * 100) +

@@ -8,18 +8,6 @@
 
 namespace kiln::eval::child {
 
-double relative_iqr(std::vector<double> samples) {
-  if (samples.size() < 2) return 1.0;
-  std::sort(samples.begin(), samples.end());
-  auto quantile = [&](double q) {
-    double pos = q * static_cast<double>(samples.size() - 1);
-    size_t lo = static_cast<size_t>(pos);
-    size_t hi = std::min(lo + 1, samples.size() - 1);
-    return samples[lo] + (samples[hi] - samples[lo]) * (pos - static_cast<double>(lo));
-  };
-  double median = quantile(0.5);
-  return median > 0 ? (quantile(0.75) - quantile(0.25)) / median : 1.0;
-}
 json ChildServer::handle(const std::string& line) {
   json request = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (request.is_discarded()) {

@@ -10,6 +10,7 @@
 
 #include "evaluator/arena.h"
 #include "evaluator/backend.h"
+#include "evaluator/evaluation.h"
 #include "evaluator/sandbox_request.h"
 #include "shared/json_fields.h"
 #include "shared/status.h"
@@ -25,9 +26,6 @@ inline json error_reply(const Status& status, bool fatal = false) {
   if (fatal) reply["fatal"] = true;
   return reply;
 }
-
-// Median-relative interquartile range of `samples` (linear interpolation between order stats).
-double relative_iqr(std::vector<double> samples);
 
 // Device buffers kept across requests, keyed by size: the same shapes run many times, and an
 // alloc and free per run would dominate small kernels. After each request the buffers it did not
