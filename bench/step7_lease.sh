@@ -11,7 +11,8 @@
 # Usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR
 #   OLD_KILN_BINARY is a kiln built from the commit before the hardening; it runs with the new
 #   bundle's libraries and targets. Env: ROUNDS (default 2), SWEEP_LIMIT (default 20),
-#   STEP7_SKIP_CHECK=1, STEP7_TARGETS (default all nine). Progress: OUTDIR/progress.log, then DONE.
+#   STEP7_SKIP_CHECK=1, STEP7_TARGETS (default all nine), ROUNDS=0 (no best-configuration evals),
+#   STEP7_RATE=0 (no evaluation rate). Progress: OUTDIR/progress.log, then DONE.
 set -uo pipefail
 tarball=${1:?usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR}
 old_src=${2:?usage: bench/step7_lease.sh NEW_TARBALL OLD_KILN_BINARY OUTDIR}
@@ -76,14 +77,30 @@ PY
 done
 
 for which in old new; do
+  [[ "${STEP7_RATE:-1}" == 0 ]] && break
   bin=$old; [[ $which == new ]] && bin=$new
   log "evaluation rate ($which): start"
   start=$(date +%s.%N)
   KILN_CACHE_DIR=/tmp/kiln-step7-rate-$which timeout 600 "$bin" eval rmsnorm --sweep --limit "${SWEEP_LIMIT:-20}" \
-    > "$out/rate-$which.txt" 2>&1
+    --json > "$out/rate-$which.json" 2> "$out/rate-$which.txt"
   rc=$?
   end=$(date +%s.%N)
-  log "evaluation rate ($which): rc=$rc, $(python3 -c "print(f'{$end - $start:.1f}')") s wall; $(grep -c 'verified' "$out/rate-$which.txt") verified lines; $(tail -1 "$out/rate-$which.txt")"
+  # The sweep's own wall time leaves out the process start and the once-per-host ceilings.
+  sweep_s=$(python3 -c "import json; print(round(json.load(open('$out/rate-$which.json'))['wall_s'], 1))" 2>/dev/null)
+  log "evaluation rate ($which): rc=$rc, $(python3 -c "print(f'{$end - $start:.1f}')") s wall, sweep ${sweep_s:-?} s; $(grep -c 'verified' "$out/rate-$which.txt") verified lines"
+  # Where an evaluation's time goes: the median of each *_ms metric over the evaluations after
+  # the first (which also compiles and warms the host buffers).
+  python3 - "$out/rate-$which.json" <<'PY' | tee -a "$out/progress.log" >&2
+import json, statistics, sys
+try:
+    results = json.load(open(sys.argv[1]))["results"][1:]
+except Exception as e:
+    print(f"  no per-evaluation metrics: {e}"); sys.exit()
+keys = sorted({k for r in results for k in r.get("metrics", {}) if k.endswith("_ms")})
+walls = [r["wall_ms"] for r in results]
+print(f"  median wall per evaluation {statistics.median(walls):.0f} ms over {len(walls)}; " +
+      ", ".join(f"{k} {statistics.median([r['metrics'].get(k, 0) for r in results]):.0f}" for k in keys))
+PY
 done
 # Every honest template configuration must pass the new stages (the precision factor above all):
 # each target's whole template space, verification only, with the hardened binary.

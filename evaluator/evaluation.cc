@@ -34,7 +34,8 @@ Result<std::unique_ptr<CandidateEvaluator>> CandidateEvaluator::create(const Tar
   impl.backend = backend;
   impl.compiler = &compiler;
   impl.options = std::move(options);
-  if (!impl.options.benchmark_override && b->benchmark) impl.options.benchmark_override = *b->benchmark;
+  if (!impl.options.benchmark_override && b->benchmark)
+    impl.options.benchmark_override = *b->benchmark;
   impl.dtypes = b->dtypes;
   std::error_code ec;
   fs::create_directories(impl.options.cache_dir, ec);
@@ -60,14 +61,20 @@ namespace {
 
 proto::Outcome outcome_of(CaseKind k) {
   switch (k) {
-    case CaseKind::kPass: return proto::Outcome::kVerified;
-    case CaseKind::kWrong: return proto::Outcome::kWrongAnswer;
-    case CaseKind::kInputMutated: return proto::Outcome::kRejected;
+    case CaseKind::kPass:
+      return proto::Outcome::kVerified;
+    case CaseKind::kWrong:
+      return proto::Outcome::kWrongAnswer;
+    case CaseKind::kInputMutated:
+      return proto::Outcome::kRejected;
     case CaseKind::kOutOfBounds:
       return proto::Outcome::kRejected;
-    case CaseKind::kTimeout: return proto::Outcome::kTimeout;
-    case CaseKind::kCrash: return proto::Outcome::kCrash;
-    case CaseKind::kInternal: return proto::Outcome::kInternalError;
+    case CaseKind::kTimeout:
+      return proto::Outcome::kTimeout;
+    case CaseKind::kCrash:
+      return proto::Outcome::kCrash;
+    case CaseKind::kInternal:
+      return proto::Outcome::kInternalError;
   }
   return proto::Outcome::kInternalError;
 }
@@ -82,9 +89,11 @@ Result<std::vector<std::pair<DType, CompileRequest>>> unscanned_compile_requests
     DType timing_dtype) {
   std::vector<std::pair<DType, CompileRequest>> out;
   std::vector<DType> order = {timing_dtype};
-  for (DType d : m.dtypes) if (d != timing_dtype) order.push_back(d);
+  for (DType d : m.dtypes)
+    if (d != timing_dtype) order.push_back(d);
   for (DType d : order) {
-    KILN_ASSIGN_OR_RETURN(CompileRequest req, build_compile_request(m.target, m.backend, arch, c, d));
+    KILN_ASSIGN_OR_RETURN(CompileRequest req,
+                          build_compile_request(m.target, m.backend, arch, c, d));
     out.emplace_back(d, std::move(req));
   }
   return out;
@@ -121,16 +130,19 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
   const auto start = Clock::now();
   proto::EvaluationResult r;
   r.arch = arch_;
-  auto say = [&](const std::string& line) { if (progress) progress(line); };
+  auto say = [&](const std::string& line) {
+    if (progress) progress(line);
+  };
   auto finish = [&](proto::Outcome outcome) {
     r.outcome = outcome;
     r.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     return r;
   };
-  auto stage = [&](std::string name, bool passed, std::string detail, double worst, uint32_t cases) {
+  auto stage = [&](std::string name, bool passed, std::string detail, double worst,
+                   uint32_t cases) {
     say(name + ": " + (passed ? "passed" : "FAILED") + " (" + std::to_string(cases) + " case" +
-        (cases == 1 ? "" : "s") + (worst > 0 ? ", worst rel error " + fmt_double(worst) : "") + ")" +
-        (detail.empty() ? "" : " -- " + detail));
+        (cases == 1 ? "" : "s") + (worst > 0 ? ", worst rel error " + fmt_double(worst) : "") +
+        ")" + (detail.empty() ? "" : " -- " + detail));
     r.stages.push_back({std::move(name), passed, std::move(detail), worst, cases});
   };
   if (c.geometry == nullptr) {
@@ -167,7 +179,9 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
   auto unload_all = [&] {
     if (!m.sandbox || !m.sandbox->alive()) return;
     for (const auto& [d, h] : handles) {
-      m.sandbox->call({{"op", "unload"}, {"handle", h}}, m.options.phase_timeout_ms).status().ignore();
+      m.sandbox->call({{"op", "unload"}, {"handle", h}}, m.options.phase_timeout_ms)
+          .status()
+          .ignore();
     }
   };
   double compile_ms = 0;
@@ -191,16 +205,20 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     }
     Result<nlohmann::json> loaded = m.load_binary(out, c.kernel_name);
     if (!loaded.is_ok() || !loaded->value("ok", false)) {
-      std::string why = loaded.is_ok() ? loaded->value("error", std::string("?")) : loaded.status().message();
+      std::string why =
+          loaded.is_ok() ? loaded->value("error", std::string("?")) : loaded.status().message();
       stage("load", false, why, 0, 1);
       r.log = why;
-      return finish(loaded.is_ok() ? proto::Outcome::kCrash : outcome_of(m.call_failed(loaded.status(), "load").kind));
+      return finish(loaded.is_ok() ? proto::Outcome::kCrash
+                                   : outcome_of(m.call_failed(loaded.status(), "load").kind));
     }
     handles[d] = loaded->value("handle", KernelHandle{0});
   }
   r.metrics["compile_ms"] = compile_ms;
   // Where the wall time goes (compile+load, verification, timing), for the evaluation-rate bench.
-  auto phase_ms = [&start] { return std::chrono::duration<double, std::milli>(Clock::now() - start).count(); };
+  auto phase_ms = [&start] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  };
   r.metrics["prepare_ms"] = phase_ms();
   stage("compile", true, "", 0, static_cast<uint32_t>(requests->size()));
 
@@ -214,27 +232,49 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     for (uint32_t s = 0; s < m.options.timing_sets; ++s) seeds.push_back(m.seeds.next());
     std::vector<Impl::SetData> reuse = std::move(m.timing_buffers);
     reuse.resize(seeds.size());
-    timing_inputs = std::async(std::launch::async, [&m, bench, timing_dtype, seeds,
-                                                    reuse = std::move(reuse)]() mutable {
-      size_t cursor = m.timing_base;
-      std::vector<Impl::SetData> sets;
-      for (size_t s = 0; s < seeds.size(); ++s) {
-        Distribution dist = s % 2 ? Distribution::kUniform : Distribution::kNormal;
-        sets.push_back(m.prepare_set(layout(m.target, bench, timing_dtype, false, &cursor), bench,
-                                     dist, seeds[s], std::move(reuse[s])));
-      }
-      return sets;
-    });
+    timing_inputs = std::async(
+        std::launch::async, [&m, bench, timing_dtype, seeds, reuse = std::move(reuse)]() mutable {
+          size_t cursor = m.timing_base;
+          std::vector<Impl::SetData> sets;
+          for (size_t s = 0; s < seeds.size(); ++s) {
+            Distribution dist = s % 2 ? Distribution::kUniform : Distribution::kNormal;
+            sets.push_back(m.prepare_set(layout(m.target, bench, timing_dtype, false, &cursor),
+                                         bench, dist, seeds[s], std::move(reuse[s])));
+          }
+          return sets;
+        });
+  }
+
+  // The precision stage's comparisons ride on the sweep: the seed runs on the inputs of each
+  // sweep case in the timed dtype (evaluation_precision.cc).
+  std::vector<Impl::PrecisionSample> precision;
+  std::string not_compared;
+  std::optional<KernelHandle> seed_handle;
+  const CandidateSpec seed_spec = m.seed_candidate();
+  if (m.is_seed(c)) {
+    not_compared = "the seed itself";
+  } else if (Result<KernelHandle> h = m.seed_kernel(timing_dtype); h.is_ok()) {
+    seed_handle = *h;
+  } else {
+    not_compared = "not compared: " + h.status().message();
   }
 
   // The five verification stages; the first failing stage ends the evaluation.
   for (const char* name : {"smoke", "sweep", "adversarial", "determinism", "edge"}) {
+    const double stage_start = phase_ms();
     std::vector<CaseSpec> cases = m.cases_for(name, timing_dtype);
     double worst = 0;
     for (const CaseSpec& cs : cases) {
       const bool determinism = std::string(name) == "determinism";
       uint64_t seed = m.seeds.next();
-      CaseOutcome o = m.run_case(handles[cs.dtype], c, cs, kPoisonA, determinism, seed);
+      const bool compare = seed_handle && cs.stage == "sweep" && cs.dtype == timing_dtype;
+      CaseOutcome theirs;
+      const Impl::Companion seed_run{seed_handle.value_or(0), &seed_spec, &theirs};
+      CaseOutcome o = m.run_case(handles[cs.dtype], c, cs, kPoisonA, determinism, seed, compare,
+                                 compare ? &seed_run : nullptr);
+      if (compare && o.kind == CaseKind::kPass) {
+        precision.push_back({cs.shape, cs.dtype, cs.dist, o, std::move(theirs)});
+      }
       if (o.kind == CaseKind::kPass && determinism) {
         // Same inputs, re-poisoned with another pattern: the bits must not change (THREATS.md
         // row 11: reading uninitialized memory, races).
@@ -266,20 +306,21 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
       for (const auto& i : items) out += (out.empty() ? "" : " ") + i;
       return out;
     };
-    std::string covered = "shapes " + join(shapes) + "; dtypes " + join(dtypes_seen) + "; inputs " + join(dists);
+    std::string covered =
+        "shapes " + join(shapes) + "; dtypes " + join(dtypes_seen) + "; inputs " + join(dists);
     if (auto skip = m.target.adversarial_skip.find(timing_dtype);
         std::string(name) == "adversarial" && skip != m.target.adversarial_skip.end()) {
       std::set<std::string> left_out(skip->second.first.begin(), skip->second.first.end());
       covered += "; left out by the target: " + join(left_out) + " (" + skip->second.second + ")";
     }
     stage(name, true, covered, worst, static_cast<uint32_t>(cases.size()));
+    r.metrics[std::string(name) + "_ms"] = phase_ms() - stage_start;
   }
   if (std::optional<proto::Outcome> ended =
-          m.precision_stage(c, handles[timing_dtype], timing_dtype, stage, &r.log)) {
+          m.precision_verdict(precision, not_compared, stage, &r.log)) {
     unload_all();
     return finish(*ended);
   }
-
   r.metrics["verified_at_ms"] = phase_ms();
   if (m.options.time) {
     std::optional<proto::Outcome> ended =

@@ -50,8 +50,10 @@ class CandidateEvaluator::Impl {
     so.gpu = options.gpu;
     so.arena_bytes = arena_bytes;
     KILN_ASSIGN_OR_RETURN(sandbox, Sandbox::spawn(so));
+    ++sandbox_generation;
     return Status::ok();
   }
+  uint64_t sandbox_generation = 0;  // sandbox children spawned: a loaded handle is one child's
 
   // Whether the target leaves distribution `d` out of the adversarial stage for `dtype`.
   bool adversarial_skipped(DType dtype, Distribution d) const {
@@ -64,12 +66,14 @@ class CandidateEvaluator::Impl {
   std::vector<CaseSpec> cases_for(const std::string& stage, DType timing_dtype) const {
     std::vector<CaseSpec> cases;
     if (stage == "smoke") {
-      for (const auto& s : target.smoke) cases.push_back({stage, s, timing_dtype, Distribution::kNormal});
+      for (const auto& s : target.smoke)
+        cases.push_back({stage, s, timing_dtype, Distribution::kNormal});
     } else if (stage == "sweep") {
       int i = 0;
       for (const auto& s : target.sweep) {
         for (DType d : dtypes) {
-          cases.push_back({stage, s, d, (i++ % 2) ? Distribution::kUniform : Distribution::kNormal});
+          cases.push_back(
+              {stage, s, d, (i++ % 2) ? Distribution::kUniform : Distribution::kNormal});
         }
       }
     } else if (stage == "adversarial") {
@@ -81,9 +85,9 @@ class CandidateEvaluator::Impl {
       const Shape& s = target.sweep.empty() ? target.smoke.front() : target.sweep.front();
       const Distribution breaking[] = {Distribution::kLargeMagnitude, Distribution::kMixedScale,
                                        Distribution::kSpecial};
-      for (Distribution d : {Distribution::kLargeMagnitude, Distribution::kSmallMagnitude,
-                             Distribution::kMixedScale, Distribution::kAllEqual,
-                             Distribution::kZeros, Distribution::kSpecial}) {
+      for (Distribution d :
+           {Distribution::kLargeMagnitude, Distribution::kSmallMagnitude, Distribution::kMixedScale,
+            Distribution::kAllEqual, Distribution::kZeros, Distribution::kSpecial}) {
         if (adversarial_skipped(timing_dtype, d)) continue;
         cases.push_back({stage, s, timing_dtype, d});
       }
@@ -109,7 +113,8 @@ class CandidateEvaluator::Impl {
         cases.push_back({stage, more, timing_dtype, Distribution::kNormal});
       }
     } else if (stage == "edge") {
-      for (const auto& s : target.edge) cases.push_back({stage, s, timing_dtype, Distribution::kNormal});
+      for (const auto& s : target.edge)
+        cases.push_back({stage, s, timing_dtype, Distribution::kNormal});
     }
     return cases;
   }
@@ -218,14 +223,32 @@ class CandidateEvaluator::Impl {
                          options.phase_timeout_ms);
   }
 
-  // The precision stage (evaluation_precision.cc, THREATS.md row 10): the candidate and the
-  // backend's seed run on the same inputs at every sweep shape in `dtype`, and the candidate's
-  // worst and RMS error against the reference may be at most the target's precision_factor
-  // times the seed's. Reports the stage through `stage`; returns the outcome when it fails.
+  // The precision stage (evaluation_precision.cc, THREATS.md row 10): the backend's seed runs
+  // on the inputs of each sweep case in the timed dtype right after the candidate (a Companion
+  // of run_case), and the candidate's worst and RMS error against the reference may be at most
+  // the target's precision_factor times the seed's.
   using StageFn = std::function<void(std::string, bool, std::string, double, uint32_t)>;
-  std::optional<proto::Outcome> precision_stage(const CandidateSpec& c, KernelHandle handle,
-                                                DType dtype, const StageFn& stage,
-                                                std::string* log);
+  struct PrecisionSample {
+    Shape shape;
+    DType dtype;
+    Distribution dist;
+    CaseOutcome mine, theirs;  // both with the reference's statistics
+  };
+  // The seed as a candidate (trusted text: never scanned), and whether `c` is it.
+  CandidateSpec seed_candidate() const;
+  bool is_seed(const CandidateSpec& c) const;
+  // The seed's kernel in `dtype`, compiled (through the cache) and loaded once per sandbox child.
+  Result<KernelHandle> seed_kernel(DType dtype);
+  struct LoadedSeed {
+    uint64_t generation = 0;
+    KernelHandle handle = 0;
+  };
+  std::map<DType, LoadedSeed> seed_kernels;
+  // Judges the samples; `not_compared` non-empty: no comparison was possible (it says why).
+  // Reports the stage through `stage`; returns the outcome when it fails.
+  std::optional<proto::Outcome> precision_verdict(const std::vector<PrecisionSample>& samples,
+                                                  const std::string& not_compared,
+                                                  const StageFn& stage, std::string* log) const;
   double precision_factor() const { return target.precision_factor; }
 
   // The timing phase (evaluation_timing.cc): times the loaded kernel on `sets` (the timing inputs,
@@ -316,8 +339,10 @@ class CandidateEvaluator::Impl {
     for (const auto& name : target.dims) dims.push_back(shape.at(name));
     std::vector<double> scalars;
     for (const auto* s : target.scalars()) scalars.push_back(s->value);
-    if (d.rows.empty()) reference->compute(in, out, dims, scalars);
-    else reference->compute_rows(in, out, dims, scalars, d.rows);
+    if (d.rows.empty())
+      reference->compute(in, out, dims, scalars);
+    else
+      reference->compute_rows(in, out, dims, scalars, d.rows);
   }
 
   // The rows of the outputs' shared first dim that a sampled check of `shape` looks at: `count`
@@ -368,7 +393,8 @@ class CandidateEvaluator::Impl {
       std::string got_rows;
       std::vector<double> want_rows;
       if (!expected.rows.empty()) {  // gather the sampled rows of both sides, then compare those
-        const size_t per_row = s.count / static_cast<size_t>(expected.shape.at(s.arg->shape.front()));
+        const size_t per_row =
+            s.count / static_cast<size_t>(expected.shape.at(s.arg->shape.front()));
         const size_t bytes = per_row * dtype_bytes(s.dtype);
         for (int64_t r : expected.rows) {
           got_rows.append(reinterpret_cast<const char*>(got) + r * bytes, bytes);
@@ -380,7 +406,8 @@ class CandidateEvaluator::Impl {
         name += " (" + std::to_string(expected.rows.size()) + " sampled rows of " +
                 std::to_string(per_row) + ", in order)";
       }
-      CompareResult c = compare(s.dtype, got, want, count, target.tolerance.at(dtype), poison, name);
+      CompareResult c =
+          compare(s.dtype, got, want, count, target.tolerance.at(dtype), poison, name);
       o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
       o.worst_abs = std::max(o.worst_abs, c.worst_abs_error);
       o.rms = std::max(o.rms, c.rms_error);
@@ -405,7 +432,7 @@ class CandidateEvaluator::Impl {
     CaseOutcome o;
     o.kind = s.code() == StatusCode::kDeadlineExceeded ? CaseKind::kTimeout
              : s.code() == StatusCode::kUnavailable    ? CaseKind::kCrash
-                                                        : CaseKind::kInternal;
+                                                       : CaseKind::kInternal;
     o.detail = what + ": " + s.message();
     return o;
   }
@@ -420,15 +447,12 @@ class CandidateEvaluator::Impl {
     return o;
   }
 
-  CaseOutcome run_case(KernelHandle handle, const CandidateSpec& c, const CaseSpec& cs,
-                       unsigned char poison, bool keep_outputs, uint64_t seed,
-                       bool ref_stats = false) {
+  // Runs `c` once on the tensors of `d` (already in the arena): a pass, or why the run failed
+  // (the launch, the reply, a guard region). The outputs are left for the caller to check.
+  CaseOutcome launch_case(KernelHandle handle, const CandidateSpec& c, const CaseSpec& cs,
+                          const SetData& d, unsigned char poison, const std::string& what) {
     Result<LaunchGeometry> g = geometry(c, cs.shape, cs.dtype);
     if (!g.is_ok()) return {CaseKind::kCrash, 0, "launch geometry: " + g.status().message(), {}};
-    size_t cursor = 0;
-    SetData d = prepare_set(layout(target, cs.shape, cs.dtype, true, &cursor), cs.shape, cs.dist, seed);
-    // The reference runs here while the child runs the candidate.
-    auto ref = std::async(std::launch::async, [&] { compute_reference(d, cs.shape); });
     nlohmann::json req = geometry_json(*g);
     req["op"] = "run";
     req["handle"] = handle;
@@ -436,21 +460,45 @@ class CandidateEvaluator::Impl {
     req["tensors"] = tensors_json(d.slots);
     req["poison"] = poison;
     Result<nlohmann::json> reply = sandbox->call(req, options.phase_timeout_ms);
-    ref.wait();
-    std::string what = cs.stage + " " + shape_string(cs.shape) + " " + std::string(dtype_name(cs.dtype)) +
-                       " " + std::string(distribution_name(cs.dist));
     if (!reply.is_ok()) return call_failed(reply.status(), what);
     if (!reply->value("ok", false)) return reply_failed(*reply, what);
     if (std::string oob = guard_violations(*reply, d.slots); !oob.empty()) {
       return {CaseKind::kOutOfBounds, 0, what + ": " + oob, {}};
     }
+    return {};
+  }
+
+  // Another kernel run on a case's inputs right after the candidate passed it (the precision
+  // stage's seed): its outcome, with the reference's statistics, goes to `*out`.
+  struct Companion {
+    KernelHandle handle;
+    const CandidateSpec* spec;
+    CaseOutcome* out;
+  };
+
+  CaseOutcome run_case(KernelHandle handle, const CandidateSpec& c, const CaseSpec& cs,
+                       unsigned char poison, bool keep_outputs, uint64_t seed,
+                       bool ref_stats = false, const Companion* companion = nullptr) {
+    size_t cursor = 0;
+    SetData d =
+        prepare_set(layout(target, cs.shape, cs.dtype, true, &cursor), cs.shape, cs.dist, seed);
+    // The reference runs here while the child runs the candidate.
+    auto ref = std::async(std::launch::async, [&] { compute_reference(d, cs.shape); });
+    const std::string what = cs.stage + " " + shape_string(cs.shape) + " " +
+                             std::string(dtype_name(cs.dtype)) + " " +
+                             std::string(distribution_name(cs.dist));
+    CaseOutcome launched = launch_case(handle, c, cs, d, poison, what);
+    ref.wait();
+    if (launched.kind != CaseKind::kPass) return launched;
     const unsigned char* arena = sandbox->arena();
     for (size_t i = 0; i < d.slots.size(); ++i) {
       const TensorSlot& s = d.slots[i];
       if (s.arg->role != TargetArg::Role::kInput) continue;
       if (checksum(arena + s.after, s.count * dtype_bytes(s.dtype)) != d.input_checksums[i]) {
-        return {CaseKind::kInputMutated, 0,
-                what + ": input '" + s.arg->name + "' was modified by the kernel", {}};
+        return {CaseKind::kInputMutated,
+                0,
+                what + ": input '" + s.arg->name + "' was modified by the kernel",
+                {}};
       }
     }
     CaseOutcome o = check_outputs(d, cs.dtype, poison, ref_stats);
@@ -461,6 +509,11 @@ class CandidateEvaluator::Impl {
         o.outputs.emplace_back(reinterpret_cast<const char*>(arena + s.offset),
                                s.count * dtype_bytes(s.dtype));
       }
+    }
+    if (companion != nullptr && o.kind == CaseKind::kPass) {
+      CaseOutcome& theirs = *companion->out;
+      theirs = launch_case(companion->handle, *companion->spec, cs, d, poison, what);
+      if (theirs.kind == CaseKind::kPass) theirs = check_outputs(d, cs.dtype, poison, true);
     }
     return o;
   }

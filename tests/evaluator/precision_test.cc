@@ -93,5 +93,51 @@ TEST(PrecisionStage, ASpecCanTightenTheFactorAndABadFactorIsRefused) {
   EXPECT_EQ(tight->precision_factor, 2);
 }
 
+// The seed stays loaded in the sandbox child from one evaluation to the next; a candidate that
+// kills the child must not leave the next evaluations comparing against a handle of the dead
+// child: the seed is loaded again, and the precision cheat is still caught after the crash.
+TEST(PrecisionStage, TheSeedIsLoadedAgainAfterACandidateKillsTheSandbox) {
+  testing::TempDir dir;
+  auto toolchain = Toolchain::create("cpu", dir.path());
+  ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
+  Result<TargetSpec> target = load_target(testing::source_root() + "/targets/rmsnorm");
+  ASSERT_TRUE(target.is_ok()) << target.status().to_string();
+  EvaluatorOptions options;
+  options.kiln_binary = testing::kiln_binary();
+  options.cache_dir = dir.path();
+  options.time = false;
+  auto evaluator = CandidateEvaluator::create(*target, "cpu", (*toolchain)->compiler(), options);
+  ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
+  const KernelSpec& seed = target->backend("cpu")->seed;
+  auto evaluate = [&](const std::string& source) {
+    CandidateSpec c{"test", source, seed.kernel_name, seed.defines, &seed};
+    return (*evaluator)->evaluate(c, DType::kF32);
+  };
+  const std::string drop =
+      testing::read_text(testing::source_root() + "/tests/cheats/cpu/precision_drop.cpp");
+  ASSERT_FALSE(drop.empty());
+  // A copy of the seed under another name: an honest candidate that is compared with the seed.
+  std::string honest = seed.source;
+  honest += "\nstatic int kiln_test_marker = 0;\n";
+
+  for (int round = 0; round < 2; ++round) {
+    proto::EvaluationResult ok = evaluate(honest);
+    const proto::StageReport* p = find_stage(ok, "precision");
+    EXPECT_EQ(ok.outcome, proto::Outcome::kVerified) << testing::describe(ok);
+    EXPECT_TRUE(p != nullptr && p->passed && p->cases > 0)
+        << "round " << round << ": " << (p ? p->detail : std::string("no precision stage"));
+    proto::EvaluationResult caught = evaluate(drop);
+    p = find_stage(caught, "precision");
+    EXPECT_EQ(caught.outcome, proto::Outcome::kWrongAnswer) << testing::describe(caught);
+    EXPECT_TRUE(p != nullptr && !p->passed)
+        << "round " << round << ": " << testing::describe(caught);
+    // Kills the sandbox child in the middle of the smoke stage.
+    proto::EvaluationResult crashed = evaluate(
+        "#include <cstdint>\nextern \"C\" void rmsnorm_seed(const T*, const T*, T*, int64_t, "
+        "int64_t, float) { volatile int* p = nullptr; *p = 1; }\n");
+    EXPECT_EQ(crashed.outcome, proto::Outcome::kCrash) << testing::describe(crashed);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::eval
