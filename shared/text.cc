@@ -1,4 +1,4 @@
-// Identifier check and errno text.
+// Identifier check, errno text, and peer text made safe to log.
 #include "shared/text.h"
 
 #include <algorithm>
@@ -14,5 +14,26 @@ bool is_identifier(std::string_view s) {
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+std::string log_safe(std::string_view text, size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  const size_t shown = std::min(text.size(), max_bytes);
+  out.reserve(shown + 16);
+  for (size_t i = 0; i < shown; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\\') {
+      out += "\\\\";  // so that a literal "\x0a" in the text cannot pass for an escape
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > shown) out += "...(" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
 
 }  // namespace kiln
