@@ -17,6 +17,7 @@
 
 #include "coordinator/dispatcher.h"
 #include "shared/local_redis.h"
+#include "shared/worker_link.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
 
@@ -56,7 +57,7 @@ void simulated_evaluator(zmq::context_t& ctx, const std::string& endpoint, int i
       r.arch = "cpu/bench";
       r.outcome = proto::Outcome::kVerified;
       for (std::string_view stage : proto::kVerifiedStages)
-        r.stages.push_back({std::string(stage), true});
+        r.stages.push_back({std::string(stage), true, "", 0, 1});
       r.timing.median_us = 100;
       r.timing.samples = 10;
       send(std::move(r));
