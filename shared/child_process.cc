@@ -159,6 +159,12 @@ void ChildProcess::stop(std::chrono::milliseconds grace) {
   wait();
 }
 
+void ChildProcess::kill_now() {
+  if (!running()) return;
+  ::kill(pid_, SIGKILL);
+  wait();
+}
+
 void ChildProcess::signal(int signal) const {
   if (pid_ > 0 && !status_) ::kill(pid_, signal);
 }

@@ -66,6 +66,9 @@ class ChildProcess {
   // SIGTERM, up to `grace` for it to end, then SIGKILL; reaps it. Does nothing once it ended.
   void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
+  // SIGKILL (no chance to clean up: a crash, for fault tests) and reaps it.
+  void kill_now();
+
   // Sends `signal` (SIGKILL, SIGSTOP, ...) while it runs, without waiting.
   void signal(int signal) const;
 

@@ -56,7 +56,9 @@ class EvaluatorDaemon : public ::testing::Test {
                                      "--targets-dir", dir_.file("targets"),
                                      "--cache-dir", dir_.file("cache"), "--heartbeat-ms", "200",
                                      "--worker-id", "test-evaluator"};
-    Result<ChildProcess> child = ChildProcess::spawn({args});
+    SpawnOptions o;
+    o.argv = args;
+    Result<ChildProcess> child = ChildProcess::spawn(o);
     ASSERT_TRUE(child.is_ok()) << child.status().to_string();
     daemon_.emplace(std::move(child).value());
   }

@@ -18,6 +18,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+SpawnOptions command(std::vector<std::string> argv, std::string output_file = "",
+                     bool die_with_parent = false) {
+  SpawnOptions o;
+  o.argv = std::move(argv);
+  o.output_file = std::move(output_file);
+  o.die_with_parent = die_with_parent;
+  return o;
+}
+
 // A process that runs (a zombie waiting for a reaper does not).
 bool alive(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
@@ -43,7 +52,7 @@ TEST(ChildProcess, ReportsHowItEndedAndWritesItsOutputToTheFile) {
 
 TEST(ChildProcess, StopEndsAChildThatIgnoresSigtermOrIsStopped) {
   auto stubborn =
-      ChildProcess::spawn({{"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"}});
+      ChildProcess::spawn(command({"/bin/sh", "-c", "trap '' TERM; while :; do sleep 0.05; done"}));
   ASSERT_TRUE(stubborn.is_ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the trap is set
   const auto start = Clock::now();
@@ -52,7 +61,7 @@ TEST(ChildProcess, StopEndsAChildThatIgnoresSigtermOrIsStopped) {
   ASSERT_TRUE(stubborn->exit_status().has_value());
   EXPECT_EQ(stubborn->exit_status()->term_signal, SIGKILL);
 
-  auto frozen = ChildProcess::spawn({{"sleep", "30"}});  // found in PATH
+  auto frozen = ChildProcess::spawn(command({"sleep", "30"}));  // found in PATH
   ASSERT_TRUE(frozen.is_ok());
   frozen->signal(SIGSTOP);
   frozen->stop(std::chrono::seconds(2));
@@ -62,10 +71,10 @@ TEST(ChildProcess, StopEndsAChildThatIgnoresSigtermOrIsStopped) {
 }
 
 TEST(ChildProcess, AProgramThatDoesNotExistIsAClearError) {
-  auto missing = ChildProcess::spawn({{"kiln-no-such-program"}});
+  auto missing = ChildProcess::spawn(command({"kiln-no-such-program"}));
   ASSERT_FALSE(missing.is_ok());
   EXPECT_NE(missing.status().message().find("kiln-no-such-program"), std::string::npos);
-  auto bad_log = ChildProcess::spawn({{"true"}, {}, "/no/such/dir/log"});
+  auto bad_log = ChildProcess::spawn(command({"true"}, "/no/such/dir/log"));
   ASSERT_FALSE(bad_log.is_ok());
   EXPECT_NE(bad_log.status().message().find("/no/such/dir/log"), std::string::npos);
 }
@@ -77,8 +86,7 @@ TEST(ChildProcess, AChildThatDiesWithItsParentEndsWhenTheParentIsKilled) {
   const pid_t middle = fork();
   ASSERT_GE(middle, 0);
   if (middle == 0) {
-    auto grandchild =
-        ChildProcess::spawn({{"sleep", "30"}, {}, "", false, /*die_with_parent=*/true});
+    auto grandchild = ChildProcess::spawn(command({"sleep", "30"}, "", /*die_with_parent=*/true));
     if (!grandchild.is_ok()) _exit(1);
     std::ofstream(dir.file("pid")) << grandchild->pid() << "\n";
     pause();

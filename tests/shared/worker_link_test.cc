@@ -119,7 +119,9 @@ TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAga
     hello_again = std::holds_alternative<proto::Hello>(env->body);
     // The new socket takes over the identity (ROUTER_HANDOVER); a heartbeat still in the old
     // connection's pipe may arrive under an id the ROUTER made up, so only the hello is checked.
-    if (hello_again) EXPECT_EQ((*got)->peer, "w-8");
+    if (hello_again) {
+      EXPECT_EQ((*got)->peer, "w-8");
+    }
   }
   EXPECT_TRUE(heartbeat);
   EXPECT_TRUE(hello_again);
