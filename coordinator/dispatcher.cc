@@ -40,13 +40,26 @@ bool serves(const proto::Hello& worker, const proto::ProposeTask& task) {
 Result<std::unique_ptr<Dispatcher>> Dispatcher::create(zmq::context_t& context, redis::Store& store,
                                                        DispatcherOptions options) {
   net::SocketOptions so;
-  KILN_ASSIGN_OR_RETURN(net::RouterSocket router, net::RouterSocket::bind(context, options.bind, so));
-  return std::unique_ptr<Dispatcher>(new Dispatcher(store, std::move(options), std::move(router)));
+  std::unique_ptr<net::ZapAuthenticator> auth;
+  if (options.curve.enabled()) {  // the handler serves before the first handshake can happen
+    KILN_ASSIGN_OR_RETURN(auth, net::ZapAuthenticator::start(context, options.allowed));
+  }
+  KILN_ASSIGN_OR_RETURN(net::RouterSocket router,
+                        net::RouterSocket::bind(context, options.bind, so, options.curve));
+  if (auth) {
+    KILN_RETURN_IF_ERROR(auth->watch(router.handle()));
+    spdlog::info("CURVE on {}: admitting {} worker key(s) from {}", router.last_endpoint(),
+                 auth->allowed_keys(), options.allowed.source);
+  }
+  return std::unique_ptr<Dispatcher>(
+      new Dispatcher(store, std::move(options), std::move(auth), std::move(router)));
 }
 
-Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options, net::RouterSocket router)
+Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options,
+                       std::unique_ptr<net::ZapAuthenticator> auth, net::RouterSocket router)
     : store_(&store),
       options_(std::move(options)),
+      auth_(std::move(auth)),
       router_(std::move(router)),
       peers_(options_.heartbeat),
       ids_(options_.node) {}
@@ -207,7 +220,8 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
   return true;
 }
 
-Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
+Status Dispatcher::handle(const std::string& peer, std::string_view payload,
+                          const std::string& key_name) {
   const auto now = Clock::now();
   peers_.touch(peer, now);
   Result<proto::Envelope> env = proto::decode(payload);
@@ -226,7 +240,19 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
     if (!hello->worker_id.empty()) {
       std::vector<std::string> old;
       for (const auto& [p, w] : workers_) {
-        if (p != peer && w.hello.worker_id == hello->worker_id) old.push_back(p);
+        if (p == peer || w.hello.worker_id != hello->worker_id) continue;
+        if (w.key_name != key_name) {  // one allowed key must not take over another key's worker
+          spdlog::warn(
+              "refused a hello as worker '{}' from key '{}': that worker connected with key '{}'",
+              net::escape_for_log(hello->worker_id), key_name, w.key_name);
+          send(peer,
+               proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
+                                       "worker id '" + hello->worker_id +
+                                           "' is in use by another key; choose another --worker-id")
+                   .body);
+          return Status::ok();
+        }
+        old.push_back(p);
       }
       for (const std::string& p : old) {
         drop_worker(p, "worker " + hello->worker_id + " reconnected", false);
@@ -234,9 +260,11 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
     }
     Worker& w = workers_[peer];
     w.hello = *hello;
+    w.key_name = key_name;
     w.credits = 0;
-    spdlog::info("worker {} ({} on {}, backends {}) joined", hello->worker_id, hello->role, hello->node,
-                 hello->backends.empty() ? "none" : hello->backends.front());
+    spdlog::info("worker {} ({} on {}, backends {}{}) joined", hello->worker_id, hello->role,
+                 hello->node, hello->backends.empty() ? "none" : hello->backends.front(),
+                 key_name.empty() ? "" : ", key '" + key_name + "'");
     return Status::ok();
   }
   if (auto* proposal = std::get_if<proto::Proposal>(&env->body)) {
@@ -332,7 +360,7 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
       return got.status();
     }
     if (!got->has_value()) break;
-    KILN_RETURN_IF_ERROR(handle((*got)->peer, (*got)->payload));
+    KILN_RETURN_IF_ERROR(handle((*got)->peer, (*got)->payload, (*got)->user_id));
     wait = 0;  // drain what is already waiting, then do the periodic work
   }
   const auto now = Clock::now();

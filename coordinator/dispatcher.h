@@ -23,7 +23,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "shared/heartbeat.h"
@@ -31,6 +30,7 @@
 #include "shared/redis_store.h"
 #include "shared/status.h"
 #include "shared/transport.h"
+#include "shared/zap_auth.h"
 
 namespace kiln::coordinator {
 
@@ -44,6 +44,10 @@ struct DispatcherOptions {
   // How long an agent may take over one `propose` task (an LLM call with its retries).
   std::chrono::milliseconds proposal_timeout{std::chrono::minutes(3)};
   std::string node = "coordinator";
+  // CURVE (docs/security.md): the coordinator's keypair, and the worker keys it admits through its
+  // ZAP handler. No secret key: no CURVE, and any peer that reaches `bind` may act as a worker.
+  net::CurveServer curve;
+  net::AllowList allowed;
 };
 
 // A task given up on, with why.
@@ -106,10 +110,15 @@ class Dispatcher {
   size_t proposals_pending() const { return proposal_queue_.size() + proposals_in_flight_.size(); }
   const std::vector<Quarantined>& quarantined() const { return quarantined_; }
   const DispatchStats& stats() const { return stats_; }
+  // Handshakes admitted and refused by the ZAP handler (all zero without CURVE).
+  net::AuthCounters auth_counters() const {
+    return auth_ ? auth_->counters() : net::AuthCounters{};
+  }
 
  private:
   struct Worker {
     proto::Hello hello;
+    std::string key_name;  // the CURVE key it connected with (its ZAP user id); "" without CURVE
     uint32_t credits = 0;
     std::set<std::string> tasks;  // task ids in flight on this worker
   };
@@ -124,9 +133,10 @@ class Dispatcher {
     std::chrono::steady_clock::time_point deadline;
   };
 
-  Dispatcher(redis::Store& store, DispatcherOptions options, net::RouterSocket router);
+  Dispatcher(redis::Store& store, DispatcherOptions options,
+             std::unique_ptr<net::ZapAuthenticator> auth, net::RouterSocket router);
 
-  Status handle(const std::string& peer, std::string_view payload);
+  Status handle(const std::string& peer, std::string_view payload, const std::string& key_name);
   Result<bool> on_result(const std::string& peer, proto::EvaluationResult result);
   Status dispatch();
   void send(const std::string& peer, proto::Message body);
@@ -138,6 +148,7 @@ class Dispatcher {
 
   redis::Store* store_;
   DispatcherOptions options_;
+  std::unique_ptr<net::ZapAuthenticator> auth_;  // declared before router_: outlives it
   net::RouterSocket router_;
   net::PeerTable peers_;
   proto::IdGenerator ids_;
