@@ -167,7 +167,7 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
 
   zmq::context_t context(1);
   KILN_ASSIGN_OR_RETURN(net::WorkerLink link, net::WorkerLink::connect(context, options.connect, options.worker_id,
-                                                                      options.heartbeat, "an agent"));
+                                                                      options.heartbeat, "an agent", options.curve));
   auto announce = [&] {
     link.send(net::worker_hello(proto::kRoleAgent, options.worker_id, options.backends, options.capacity));
     link.send(proto::Credit{options.capacity});

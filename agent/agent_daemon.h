@@ -25,6 +25,7 @@
 #include "shared/heartbeat.h"
 #include "shared/protocol.h"
 #include "shared/status.h"
+#include "shared/transport.h"
 #include "shared/target_spec.h"
 
 namespace kiln::agent {
@@ -40,6 +41,7 @@ struct AgentOptions {
   uint32_t capacity = 4;           // propose tasks held at once
   uint64_t seed = 1;               // random seed of the proposer
   net::HeartbeatPolicy heartbeat;
+  net::CurveClient curve;  // CURVE keys (docs/security.md); empty: none
 };
 
 // What the daemon asks for proposals. answer() may block (model calls); it is called from

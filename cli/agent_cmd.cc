@@ -7,9 +7,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <sstream>
 
 #include "agent/agent_daemon.h"
-#include <sstream>
+#include "cli/curve_options.h"
 
 namespace kiln::cli {
 namespace {
@@ -18,7 +19,14 @@ std::atomic<bool> g_stop{false};  // reachable from the signal handler
 
 void on_signal(int) { g_stop.store(true); }
 
-int run_agent(agent::AgentOptions options, const std::string& backends) {
+int run_agent(agent::AgentOptions options, const std::string& backends,
+              const WorkerCurveArgs& curve) {
+  Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln agent");
+  if (!keys.is_ok()) {
+    std::fprintf(stderr, "kiln agent: %s\n", keys.status().message().c_str());
+    return 2;
+  }
+  options.curve = std::move(keys).value();
   if (!options.llm_config.empty()) {
     if (options.proposer != "builtin" && options.proposer != "llm") {
       std::fprintf(stderr, "kiln agent: --llm goes with the llm proposer, not '%s'\n", options.proposer.c_str());
@@ -53,6 +61,7 @@ int run_agent(agent::AgentOptions options, const std::string& backends) {
 void add_agent_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<agent::AgentOptions>();
   auto backends = std::make_shared<std::string>();
+  auto curve = std::make_shared<WorkerCurveArgs>();
   CLI::App* sub = app.add_subcommand(
       "agent",
       "Run a proposal agent: connects to a coordinator (`kiln coordinator` or `kiln run`, whose\n"
@@ -75,7 +84,10 @@ void add_agent_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--seed", o->seed, "Random seed of the proposer")->capture_default_str();
   sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-agent-pid)");
   sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();
-  sub->callback([&action, o, backends] { action = [o, backends] { return run_agent(*o, *backends); }; });
+  add_worker_curve_options(sub, *curve);
+  sub->callback([&action, o, backends, curve] {
+    action = [o, backends, curve] { return run_agent(*o, *backends, *curve); };
+  });
 }
 
 }  // namespace kiln::cli

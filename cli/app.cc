@@ -13,6 +13,7 @@
 #include "cli/agent_cmd.h"
 #include "cli/daemon_cmd.h"
 #include "cli/eval_cmd.h"
+#include "cli/keys_cmd.h"
 #include "cli/profile_cmd.h"
 #include "cli/run_cmd.h"
 #include "cli/status_cmd.h"
@@ -79,6 +80,7 @@ int run_app(int argc, char** argv) {
   add_evaluator_command(app, action);
   add_agent_command(app, action);
   add_profile_command(app, action);
+  add_keys_command(app, action);
 
   struct Planned {
     const char* name;

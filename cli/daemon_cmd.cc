@@ -3,13 +3,13 @@
 #include "cli/daemon_cmd.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 
-#include <spdlog/spdlog.h>
-
+#include "cli/curve_options.h"
 #include "evaluator/daemon.h"
 #include "evaluator/toolchain.h"
 
@@ -21,7 +21,13 @@ std::atomic<bool> g_stop{false};
 
 void on_signal(int) { g_stop.store(true); }
 
-int run_daemon(eval::DaemonOptions options) {
+int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
+  Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln evaluator");
+  if (!keys.is_ok()) {
+    std::fprintf(stderr, "kiln evaluator: %s\n", keys.status().message().c_str());
+    return 2;
+  }
+  options.curve = std::move(keys).value();
   options.kiln_binary = std::filesystem::read_symlink("/proc/self/exe").string();
   if (options.cache_dir.empty()) options.cache_dir = eval::default_cache_dir();
   struct sigaction sa {};
@@ -41,6 +47,7 @@ int run_daemon(eval::DaemonOptions options) {
 
 void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
   auto o = std::make_shared<eval::DaemonOptions>();
+  auto curve = std::make_shared<WorkerCurveArgs>();
   CLI::App* sub = app.add_subcommand(
       "evaluator",
       "Run an evaluator daemon for one GPU (or the cpu backend): connects to the coordinator,\n"
@@ -57,7 +64,8 @@ void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--cache-dir", o->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();
-  sub->callback([&action, o] { action = [o] { return run_daemon(*o); }; });
+  add_worker_curve_options(sub, *curve);
+  sub->callback([&action, o, curve] { action = [o, curve] { return run_daemon(*o, *curve); }; });
 }
 
 }  // namespace kiln::cli

@@ -36,6 +36,11 @@
 #include <thread>
 
 #include "cli/local_workers.h"
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "cli/curve_options.h"
+#include "cli/redis_password.h"
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
 #include "evaluator/cuda/cuda_probe.h"
@@ -82,6 +87,8 @@ struct RunArgs {
   std::string plan;                 // kiln profile's plan.json: target weights
   std::string llm;                  // LLM agent config: started beside the built-in proposer
   bool no_profile_guidance = false;
+  CoordinatorCurveArgs curve;       // --curve-secret, --allow, --insecure (docs/security.md)
+  std::string redis_password_file;  // --redis-password-file
 };
 
 std::atomic<bool> g_stop{false};
@@ -271,6 +278,10 @@ int run_search(const RunArgs& args) {
   const std::string out = fs::absolute(a.out).string();
   Result<int> lock = lock_folder(out);
   if (!lock.is_ok()) return fail(lock.status().message());
+  // CURVE before anything starts: a coordinator on a network address without keys stops here.
+  Result<CoordinatorCurve> curve =
+      resolve_coordinator_curve(a.curve, a.bind, who, a.coordinator_mode ? "" : out + "/keys");
+  if (!curve.is_ok()) return fail(curve.status().message());
   std::unique_ptr<LocalRedis> local;
   std::string url = a.redis;
   if (url.empty()) {
@@ -288,15 +299,21 @@ int run_search(const RunArgs& args) {
   }
   redis::RedisOptions ro;
   ro.url = url;
+  if (!a.redis_password_file.empty()) {
+    if (a.redis.empty()) return fail("--redis-password-file goes with --redis (the private Redis needs none)");
+    if (Status s = apply_redis_password_file(a.redis_password_file, ro); !s.is_ok()) return fail(s.message());
+  }
   Result<redis::RedisClient> client = connect_when_loaded(ro);
-  if (!client.is_ok()) return fail("connecting to Redis at " + url + ": " + client.status().message());
+  if (!client.is_ok()) {
+    return fail("connecting to Redis at " + redis_url_for_display(url) + ": " + client.status().message());
+  }
   redis::Store store(*client);
   if (Status s = store.init_schema(); !s.is_ok()) return fail(s.message());
-  const std::string where = a.redis.empty() ? out : "Redis at " + a.redis;
+  const std::string where = a.redis.empty() ? out : "Redis at " + redis_url_for_display(a.redis);
   Result<std::optional<coordinator::RunRecord>> recorded = coordinator::read_run_record(store);
   if (!recorded.is_ok()) return fail("reading the run in " + where + ": " + recorded.status().message());
   const std::string resume_hint = std::string(a.coordinator_mode ? "kiln coordinator" : "kiln run") +
-                                  " --resume " + (a.redis.empty() ? "--out " + out : "--redis " + a.redis);
+                                  " --resume " + (a.redis.empty() ? "--out " + out : "--redis " + redis_url_for_display(a.redis));
   if (!a.resume && *recorded) {
     const coordinator::RunRecord& r = **recorded;
     std::string names;
@@ -398,9 +415,11 @@ int run_search(const RunArgs& args) {
   // Coordinator, the search (new, or rebuilt from Redis) and evaluators.
   zmq::context_t ctx;
   coordinator::DispatcherOptions dopts;
-  if (a.coordinator_mode) dopts.bind = a.bind;
   // Evaluators must hold the same target specs as this run: one with another copy is refused.
   for (const auto& t : runnable) dopts.spec_hashes[t.name] = t.spec_hash;
+  dopts.bind = a.bind;
+  dopts.curve = curve->server;
+  dopts.allowed = curve->allowed;
   auto dispatcher = coordinator::Dispatcher::create(ctx, store, dopts);
   if (!dispatcher.is_ok()) return fail("binding the coordinator: " + dispatcher.status().message());
   const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, local_evaluators);
@@ -467,15 +486,17 @@ int run_search(const RunArgs& args) {
   if (a.coordinator_mode) {
     std::fprintf(stderr,
                  "kiln coordinator: listening on %s; start workers with\n"
-                 "  kiln evaluator --connect %s --backend %s [--gpu N]%s\n",
-                 (*dispatcher)->endpoint().c_str(), (*dispatcher)->endpoint().c_str(),
-                 backend.c_str(), a.targets_dir.empty() ? "" : (" --targets-dir " + root).c_str());
+                 "  kiln evaluator --connect %s --backend %s [--gpu N]%s%s\n",
+                 (*dispatcher)->endpoint().c_str(), (*dispatcher)->endpoint().c_str(), backend.c_str(),
+                 a.targets_dir.empty() ? "" : (" --targets-dir " + root).c_str(),
+                 curve->server.enabled() ? " --curve-secret WORKER.key --coordinator-key COORDINATOR.pub" : "");
   }
   for (size_t i = 0; i < count; ++i) {
     std::vector<std::string> argv = {self, "evaluator", "--connect", (*dispatcher)->endpoint(), "--backend",
                                      backend, "--targets-dir", root, "--cache-dir", cache, "--worker-id",
                                      "local-" + backend + std::to_string(i)};
     if (backend == "cuda") argv.insert(argv.end(), {"--gpu", std::to_string(gpus[i])});
+    argv.insert(argv.end(), curve->local_worker_args.begin(), curve->local_worker_args.end());
     Status started =
         workers.start("evaluator " + std::to_string(i), std::move(argv),
                       out + "/evaluator-" + std::to_string(i) + ".log", /*evaluator=*/true);
@@ -484,13 +505,15 @@ int run_search(const RunArgs& args) {
   if (!a.llm.empty()) {  // an LLM proposal agent beside the built-in proposer (docs/llm.md)
     std::vector<std::string> argv = {self, "agent", "--connect", (*dispatcher)->endpoint(), "--llm", a.llm,
                                      "--targets-dir", root, "--stats", out + "/llm-stats.json"};
+    argv.insert(argv.end(), curve->local_worker_args.begin(), curve->local_worker_args.end());
     Status started = workers.start("the LLM agent", std::move(argv), out + "/agent-llm.log",
                                    /*evaluator=*/false);
     if (!started.is_ok()) return fail(started.message());
     std::fprintf(stderr, "%s: LLM agent started with %s (log %s/agent-llm.log)\n", who, a.llm.c_str(), out.c_str());
   }
   std::fprintf(stderr, "kiln run: %zu target(s) on the %s backend, %zu evaluator(s), budget %llds, redis %s, output %s\n",
-               runnable.size(), backend.c_str(), count, static_cast<long long>(total_budget.count()), url.c_str(), out.c_str());
+               runnable.size(), backend.c_str(), count, static_cast<long long>(total_budget.count()),
+               redis_url_for_display(url).c_str(), out.c_str());
 
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
@@ -594,6 +617,8 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
                   "comma-separated list of the models to search on (as `nvidia-smi -L` names them)")
       ->capture_default_str();
   sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");
+  add_redis_password_option(sub, a->redis_password_file);
+  add_coordinator_curve_options(sub, a->curve, false);
   sub->add_option("--out", a->out, "Output folder")->capture_default_str();
   sub->add_flag("--resume", a->resume,
                 "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
@@ -617,6 +642,14 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--gpus", a->gpus, "Comma-separated GPU ordinals (default: every visible GPU)");
   sub->add_option("--evaluators", a->evaluators, "cpu backend: evaluator processes to start")->capture_default_str();
   sub->add_option("--redis", a->redis, "Use this Redis (redis://host:port or unix:///path) instead of a private one");
+  add_redis_password_option(sub, a->redis_password_file);
+  a->bind = "tcp://127.0.0.1:*";
+  sub->add_option("--bind", a->bind,
+                  "Where the coordinator listens; a non-loopback address lets evaluators on other machines\n"
+                  "join (with CURVE: --allow their keys; this run's own evaluators get per-run keys in\n"
+                  "<out>/keys)")
+      ->capture_default_str();
+  add_coordinator_curve_options(sub, a->curve, true);
   sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
   sub->add_option("--cache-dir", a->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_flag("--resume", a->resume,

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
+#include "cli/redis_password.h"
 #include "cli/status_table.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
@@ -24,11 +24,14 @@ struct StatusArgs {
   std::string out = "kiln-run";
   std::string redis;
   bool json = false;
+  std::string redis_password_file;
 };
 
-Result<std::vector<coordinator::TargetReport>> from_redis(const std::string& url) {
+Result<std::vector<coordinator::TargetReport>> from_redis(const std::string& url,
+                                                          const std::string& password_file) {
   redis::RedisOptions o;
   o.url = url;
+  if (!password_file.empty()) KILN_RETURN_IF_ERROR(apply_redis_password_file(password_file, o));
   o.connect_timeout_ms = 1000;
   o.max_reconnect_attempts = 1;
   KILN_ASSIGN_OR_RETURN(redis::RedisClient client, redis::RedisClient::connect(o));
@@ -57,12 +60,12 @@ int run_status(const StatusArgs& a) {
   Result<std::vector<coordinator::TargetReport>> reports = not_found("");
   std::string source;
   if (!a.redis.empty()) {
-    reports = from_redis(a.redis);
-    source = a.redis;
+    reports = from_redis(a.redis, a.redis_password_file);
+    source = redis_url_for_display(a.redis);
   } else {
     const std::string sock = a.out + "/redis/redis.sock";
     if (fs::exists(sock)) {
-      reports = from_redis("unix://" + fs::absolute(sock).string());
+      reports = from_redis("unix://" + fs::absolute(sock).string(), "");
       source = "the running run in " + a.out;
     }
     if (!reports.is_ok()) {
@@ -101,6 +104,7 @@ void add_status_command(CLI::App& app, std::function<int()>& action) {
       "--out while that run is alive), else the folder's summary.json.");
   sub->add_option("--out", a->out, "The run's output folder")->capture_default_str();
   sub->add_option("--redis", a->redis, "The run's Redis (redis://host:port or unix:///path)");
+  add_redis_password_option(sub, a->redis_password_file);
   sub->add_flag("--json", a->json, "Print JSON");
   sub->callback([&action, a] { action = [a] { return run_status(*a); }; });
 }

@@ -41,13 +41,26 @@ bool serves(const proto::Hello& worker, const proto::ProposeTask& task) {
 Result<std::unique_ptr<Dispatcher>> Dispatcher::create(zmq::context_t& context, redis::Store& store,
                                                        DispatcherOptions options) {
   net::SocketOptions so;
-  KILN_ASSIGN_OR_RETURN(net::RouterSocket router, net::RouterSocket::bind(context, options.bind, so));
-  return std::unique_ptr<Dispatcher>(new Dispatcher(store, std::move(options), std::move(router)));
+  std::unique_ptr<net::ZapAuthenticator> auth;
+  if (options.curve.enabled()) {  // the handler serves before the first handshake can happen
+    KILN_ASSIGN_OR_RETURN(auth, net::ZapAuthenticator::start(context, options.allowed));
+  }
+  KILN_ASSIGN_OR_RETURN(net::RouterSocket router,
+                        net::RouterSocket::bind(context, options.bind, so, options.curve));
+  if (auth) {
+    KILN_RETURN_IF_ERROR(auth->watch(router.handle()));
+    spdlog::info("CURVE on {}: admitting {} worker key(s) from {}", router.last_endpoint(),
+                 auth->allowed_keys(), options.allowed.source);
+  }
+  return std::unique_ptr<Dispatcher>(
+      new Dispatcher(store, std::move(options), std::move(auth), std::move(router)));
 }
 
-Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options, net::RouterSocket router)
+Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options,
+                       std::unique_ptr<net::ZapAuthenticator> auth, net::RouterSocket router)
     : store_(&store),
       options_(std::move(options)),
+      auth_(std::move(auth)),
       router_(std::move(router)),
       peers_(options_.heartbeat),
       ids_(options_.node) {}
@@ -278,7 +291,7 @@ std::string Dispatcher::spec_mismatch(const proto::Hello& hello) const {
          "(the same files: `kiln targets` on both shows them)";
 }
 
-void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello) {
+void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, const std::string& key_name) {
   if (std::string why = spec_mismatch(hello); !why.empty()) {
     ++stats_.refused_workers;
     spdlog::warn("refusing evaluator {} on {}: {}", log_safe(hello.worker_id), log_safe(hello.node),
@@ -297,12 +310,24 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello) {
   if (!hello.worker_id.empty()) {
     std::vector<std::string> old;
     for (const auto& [p, w] : workers_) {
-      if (p != peer && w.hello.worker_id == hello.worker_id) old.push_back(p);
+      if (w.hello.worker_id != hello.worker_id) continue;
+      if (w.key_name != key_name) {  // one allowed key must not take over another key's worker
+        ++stats_.forged;
+        spdlog::warn("refused a hello as worker '{}' from key '{}': that worker connected with key '{}'",
+                     log_safe(hello.worker_id), log_safe(key_name), log_safe(w.key_name));
+        send(peer, proto::make_error_reply("", std::string(proto::kErrorBadMessage),
+                                           "worker id '" + log_safe(hello.worker_id) +
+                                               "' is in use by another key; choose another --worker-id")
+                       .body);
+        return;
+      }
+      if (p != peer) old.push_back(p);
     }
     for (const std::string& p : old)
       drop_worker(p, "worker " + hello.worker_id + " reconnected", false);
   }
   Worker& w = workers_[peer];
+  w.key_name = key_name;
   // A hello on a connection that already holds tasks (the worker was told it was unknown, or
   // announced again after a back-off): the tasks it holds are still its own.
   w.hello = hello;
@@ -316,7 +341,8 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello) {
                hello.arch.empty() ? "" : ", arch " + log_safe(hello.arch));
 }
 
-Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
+Status Dispatcher::handle(const std::string& peer, std::string_view payload,
+                          const std::string& key_name) {
   const auto now = Clock::now();
   peers_.touch(peer, now);
   Result<proto::Envelope> env = proto::decode(payload);
@@ -327,7 +353,7 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
     return Status::ok();
   }
   if (auto* hello = std::get_if<proto::Hello>(&env->body)) {
-    on_hello(peer, *hello);
+    on_hello(peer, *hello, key_name);
     return Status::ok();
   }
   auto worker = workers_.find(peer);
@@ -342,6 +368,15 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
     send(peer, proto::make_error_reply(env->id, std::string(proto::kErrorUnknownPeer),
                                        "this coordinator does not know you; say hello first")
                    .body);
+    return Status::ok();
+  }
+  if (worker->second.key_name != key_name) {
+    // Another key on this worker's routing id (a peer that took the id over): nothing it says
+    // counts; the real worker reconnects and takes the id back.
+    ++stats_.forged;
+    spdlog::warn("refused a {} on worker {}'s connection from key '{}' (the worker's key is '{}')",
+                 proto::type_name(env->body), log_safe(worker->second.hello.worker_id), log_safe(key_name),
+                 log_safe(worker->second.key_name));
     return Status::ok();
   }
   if (auto* proposal = std::get_if<proto::Proposal>(&env->body)) {
@@ -427,7 +462,7 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
       return got.status();
     }
     if (!got->has_value()) break;
-    KILN_RETURN_IF_ERROR(handle((*got)->peer, (*got)->payload));
+    KILN_RETURN_IF_ERROR(handle((*got)->peer, (*got)->payload, (*got)->user_id));
     wait = 0;  // drain what is already waiting, then do the periodic work
   }
   const auto now = Clock::now();

@@ -38,6 +38,7 @@
 #include "shared/redis_store.h"
 #include "shared/status.h"
 #include "shared/transport.h"
+#include "shared/zap_auth.h"
 
 namespace kiln::coordinator {
 
@@ -54,6 +55,10 @@ struct DispatcherOptions {
   // The run's targets and their spec hashes: an evaluator whose hello lacks one or names another
   // hash is refused. Empty: no check (tests of the dispatch layer alone).
   std::map<std::string, std::string> spec_hashes;
+  // CURVE (docs/security.md): the coordinator's keypair, and the worker keys it admits through its
+  // ZAP handler. No secret key: no CURVE, and any peer that reaches `bind` may act as a worker.
+  net::CurveServer curve;
+  net::AllowList allowed;
 };
 
 // A task given up on, with why.
@@ -121,10 +126,15 @@ class Dispatcher {
   size_t proposals_pending() const { return proposal_queue_.size() + proposals_in_flight_.size(); }
   const std::vector<Quarantined>& quarantined() const { return quarantined_; }
   const DispatchStats& stats() const { return stats_; }
+  // Handshakes admitted and refused by the ZAP handler (all zero without CURVE).
+  net::AuthCounters auth_counters() const {
+    return auth_ ? auth_->counters() : net::AuthCounters{};
+  }
 
  private:
   struct Worker {
     proto::Hello hello;
+    std::string key_name;  // the CURVE key it connected with (its ZAP user id); "" without CURVE
     uint32_t credits = 0;
     std::set<std::string> tasks;  // task ids in flight on this worker
   };
@@ -139,9 +149,10 @@ class Dispatcher {
     std::chrono::steady_clock::time_point deadline;
   };
 
-  Dispatcher(redis::Store& store, DispatcherOptions options, net::RouterSocket router);
+  Dispatcher(redis::Store& store, DispatcherOptions options,
+             std::unique_ptr<net::ZapAuthenticator> auth, net::RouterSocket router);
 
-  Status handle(const std::string& peer, std::string_view payload);
+  Status handle(const std::string& peer, std::string_view payload, const std::string& key_name);
   Result<bool> on_result(const std::string& peer, proto::EvaluationResult result);
   Status dispatch();
   void send(const std::string& peer, proto::Message body);
@@ -150,7 +161,7 @@ class Dispatcher {
   void on_proposal(const std::string& peer, proto::Proposal proposal);
   // Requeues the worker's tasks, fails the proposals it was asked for, and forgets it.
   void drop_worker(const std::string& peer, const std::string& why, bool died);
-  void on_hello(const std::string& peer, const proto::Hello& hello);
+  void on_hello(const std::string& peer, const proto::Hello& hello, const std::string& key_name);
   // Why an evaluator's targets differ from the run's (empty when they match or are not checked).
   std::string spec_mismatch(const proto::Hello& hello) const;
   // A result the lease holder marked worker_fault: the task goes to another evaluator.
@@ -158,6 +169,7 @@ class Dispatcher {
 
   redis::Store* store_;
   DispatcherOptions options_;
+  std::unique_ptr<net::ZapAuthenticator> auth_;  // declared before router_: outlives it
   net::RouterSocket router_;
   net::PeerTable peers_;
   proto::IdGenerator ids_;

@@ -199,7 +199,7 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
 
   zmq::context_t context(1);
   KILN_ASSIGN_OR_RETURN(net::WorkerLink link, net::WorkerLink::connect(context, options.connect, options.worker_id,
-                                                                      options.heartbeat, "an evaluator"));
+                                                                      options.heartbeat, "an evaluator", options.curve));
 
   Mailbox box;
   std::thread worker_thread([&] {

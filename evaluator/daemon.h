@@ -12,6 +12,7 @@
 
 #include "shared/heartbeat.h"
 #include "shared/status.h"
+#include "shared/transport.h"
 
 namespace kiln::eval {
 
@@ -26,6 +27,7 @@ struct DaemonOptions {
   std::string worker_id;         // default: <host>-<backend><gpu>-<pid>
   std::string kiln_binary;       // for the sandbox child
   net::HeartbeatPolicy heartbeat;
+  net::CurveClient curve;  // CURVE keys (docs/security.md); empty: none
 };
 
 // Runs until `stop` becomes true or the coordinator says bye. Returns a Status only for failures

@@ -315,7 +315,10 @@ Result<RedisClient> RedisClient::connect(const RedisOptions& options) {
   endpoint.password = resolved.password;
   endpoint.db = resolved.db;
   if (!resolved.username.empty() && resolved.password.empty()) {
-    return invalid_argument("redis: user '" + resolved.username + "' given without a password");
+    return invalid_argument(
+        "redis: user '" + resolved.username +
+        "' given without a password; put it in the URL (redis://user:password@host) or, "
+        "to keep it off the command line, in a file named by --redis-password-file");
   }
   if (resolved.connect_timeout_ms <= 0 || resolved.command_timeout_ms <= 0 || resolved.db < 0 ||
       resolved.reconnect_backoff_initial_ms < 0 || resolved.reconnect_backoff_max_ms < 0) {

@@ -64,10 +64,14 @@ Status parse_unix(std::string_view rest, RedisEndpoint& endpoint) {
   while (!query.empty()) {
     std::string_view item = query.substr(0, query.find('&'));
     query.remove_prefix(std::min(query.size(), item.size() + 1));
+    if (item.substr(0, 5) == "user=") {  // an ACL user; its password comes from elsewhere
+      KILN_ASSIGN_OR_RETURN(endpoint.username, percent_decode(item.substr(5), "user"));
+      continue;
+    }
     if (item.substr(0, 3) != "db=") {
       return invalid_argument("redis URL: unknown query parameter '" +
                               std::string(item.substr(0, item.find('='))) +
-                              "' (a unix URL accepts only ?db=N)");
+                              "' (a unix URL accepts only ?db=N and user=NAME)");
     }
     KILN_ASSIGN_OR_RETURN(endpoint.db, parse_int(item.substr(3), 0, 1 << 30, "db"));
   }
@@ -84,15 +88,13 @@ Status parse_tcp(std::string_view rest, RedisEndpoint& endpoint) {
   if (size_t at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view userinfo = rest.substr(0, at);
     rest.remove_prefix(at + 1);
+    // redis://user@host names the user only: the password comes from elsewhere (a file).
     size_t colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      return invalid_argument(
-          "redis URL: user given without a password; write "
-          "redis://user:password@host or redis://:password@host");
-    }
     KILN_ASSIGN_OR_RETURN(endpoint.username, percent_decode(userinfo.substr(0, colon), "user"));
-    KILN_ASSIGN_OR_RETURN(endpoint.password,
-                          percent_decode(userinfo.substr(colon + 1), "password"));
+    if (colon != std::string_view::npos) {
+      KILN_ASSIGN_OR_RETURN(endpoint.password,
+                            percent_decode(userinfo.substr(colon + 1), "password"));
+    }
   }
   std::string_view host_port = rest.substr(0, rest.find('/'));
   std::string_view path = rest.substr(host_port.size());

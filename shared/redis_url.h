@@ -1,5 +1,6 @@
-// Redis connection options and URL parsing: "unix:///path/to.sock[?db=N]" and
-// "redis://[user:password@]host[:port][/db]".
+// Redis connection options and URL parsing: "unix:///path/to.sock[?db=N][&user=NAME]" and
+// "redis://[user[:password]@]host[:port][/db]". A URL may name a user without its password,
+// which then comes from RedisOptions::password (e.g. read from a file).
 #pragma once
 
 #include <string>
@@ -11,7 +12,7 @@ namespace kiln::redis {
 
 // Where and how to connect. Credentials and db set here win over those carried by the URL.
 struct RedisOptions {
-  // "unix:///path/to.sock[?db=N]" or "redis://[user[:password]@]host[:port][/db]".
+  // "unix:///path/to.sock[?db=N][&user=NAME]" or "redis://[user[:password]@]host[:port][/db]".
   std::string url;
   std::string username;  // ACL user; empty = the default user
   std::string password;  // empty = no AUTH

@@ -9,6 +9,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "shared/curve_keys.h"
+
+// A draft option in libzmq 4.3 (stable in later releases): with it, a CURVE handshake that finds
+// no ZAP handler is refused instead of admitted.
+#ifndef ZMQ_ZAP_ENFORCE_DOMAIN
+#define ZMQ_ZAP_ENFORCE_DOMAIN 93
+#endif
+
 namespace kiln::net {
 namespace {
 
@@ -21,6 +29,7 @@ constexpr size_t kMaxIdentityBytes = 255;
 struct Frames {
   std::vector<std::string> parts;
   size_t count = 0;
+  std::string user_id;  // the connection's ZAP user id (message property "User-Id")
 };
 
 Status cancelled(std::string message) { return {StatusCode::kCancelled, std::move(message)}; }
@@ -112,6 +121,10 @@ std::optional<Frames> receive_frames_now(zmq::socket_t& socket) {
   zmq::message_t part;
   if (!socket.recv(part, zmq::recv_flags::dontwait)) return std::nullopt;
   for (;;) {
+    // The routing-id frame a ROUTER made up after a poll carries no properties: ask every part.
+    if (frames.user_id.empty()) {
+      if (const char* user = zmq_msg_gets(part.handle(), "User-Id")) frames.user_id = user;
+    }
     ++frames.count;
     if (frames.parts.size() < kMaxKeptFrames) frames.parts.push_back(part.to_string());
     if (!part.more()) return frames;
@@ -131,19 +144,51 @@ std::string random_identity() {
   return text;
 }
 
+Status validate(const CurveServer& curve) {
+  if (!curve.enabled()) return Status::ok();
+  if (!is_z85_key(curve.public_key) || !is_z85_key(curve.secret_key)) {
+    return invalid_argument(
+        "the CURVE server keys must be 40 Z85 characters each (see `kiln keys new`)");
+  }
+  return Status::ok();
+}
+
+Status validate(const CurveClient& curve) {
+  if (!curve.enabled()) return Status::ok();
+  if (!is_z85_key(curve.public_key) || !is_z85_key(curve.secret_key) ||
+      !is_z85_key(curve.server_key)) {
+    return invalid_argument(
+        "CURVE needs the worker's public and secret keys and the coordinator's public key, 40 Z85 "
+        "characters each (see `kiln keys new`)");
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 // ---- RouterSocket ----
 
 Result<RouterSocket> RouterSocket::bind(zmq::context_t& context, const std::string& endpoint,
-                                        const SocketOptions& options) {
+                                        const SocketOptions& options, const CurveServer& curve) {
   const std::string what = "binding ROUTER to '" + endpoint + "'";
   KILN_RETURN_IF_ERROR(validate(options).with_context(what));
+  KILN_RETURN_IF_ERROR(validate(curve).with_context(what));
   try {
     zmq::socket_t socket(context, zmq::socket_type::router);
     apply_options(socket, options);
     socket.set(zmq::sockopt::router_mandatory, true);
     socket.set(zmq::sockopt::router_handover, true);
+    if (curve.enabled()) {
+      socket.set(zmq::sockopt::curve_server, true);
+      socket.set(zmq::sockopt::curve_secretkey, curve.secret_key);
+      socket.set(zmq::sockopt::zap_domain, kZapDomain);
+      const int enforce = 1;
+      if (zmq_setsockopt(socket.handle(), ZMQ_ZAP_ENFORCE_DOMAIN, &enforce, sizeof enforce) != 0) {
+        return unimplemented(what +
+                             ": this libzmq cannot refuse CURVE peers when no ZAP handler answers "
+                             "(ZMQ_ZAP_ENFORCE_DOMAIN); use libzmq 4.3 or later");
+      }
+    }
     socket.bind(endpoint);
     std::string last_endpoint = socket.get(zmq::sockopt::last_endpoint);
     return RouterSocket(std::move(socket), std::move(last_endpoint));
@@ -169,10 +214,12 @@ Result<std::optional<RoutedMessage>> RouterSocket::receive(int timeout_ms) {
 
   std::vector<std::string>& parts = frames->parts;
   if (frames->count == 2) {
-    return std::optional<RoutedMessage>(RoutedMessage{std::move(parts[0]), std::move(parts[1])});
+    return std::optional<RoutedMessage>(
+        RoutedMessage{std::move(parts[0]), std::move(parts[1]), std::move(frames->user_id)});
   }
   if (frames->count == 3 && parts[1].empty()) {
-    return std::optional<RoutedMessage>(RoutedMessage{std::move(parts[0]), std::move(parts[2])});
+    return std::optional<RoutedMessage>(
+        RoutedMessage{std::move(parts[0]), std::move(parts[2]), std::move(frames->user_id)});
   }
   return invalid_argument("dropped a message of " + std::to_string(frames->count) +
                           " frames from peer " + peer_label(parts[0]) +
@@ -196,15 +243,17 @@ Status RouterSocket::send(const std::string& peer, std::string_view payload) {
 // ---- DealerSocket ----
 
 Result<DealerSocket> DealerSocket::connect(zmq::context_t& context, const std::string& endpoint,
-                                           const SocketOptions& options, std::string identity) {
+                                           const SocketOptions& options, std::string identity,
+                                           CurveClient curve) {
   const std::string what = "connecting DEALER to '" + endpoint + "'";
   KILN_RETURN_IF_ERROR(validate(options).with_context(what));
+  KILN_RETURN_IF_ERROR(validate(curve).with_context(what));
   if (identity.empty()) identity = random_identity();
   if (identity.size() > kMaxIdentityBytes || identity[0] == '\0') {
     return invalid_argument(what + ": identity must be 1.." + std::to_string(kMaxIdentityBytes) +
                             " bytes and not start with a zero byte");
   }
-  DealerSocket dealer(&context, endpoint, options, std::move(identity));
+  DealerSocket dealer(&context, endpoint, options, std::move(identity), std::move(curve));
   KILN_RETURN_IF_ERROR(dealer.open());
   return dealer;
 }
@@ -214,6 +263,11 @@ Status DealerSocket::open() {
     zmq::socket_t socket(*context_, zmq::socket_type::dealer);
     apply_options(socket, options_);
     socket.set(zmq::sockopt::routing_id, identity_);
+    if (curve_.enabled()) {
+      socket.set(zmq::sockopt::curve_serverkey, curve_.server_key);
+      socket.set(zmq::sockopt::curve_publickey, curve_.public_key);
+      socket.set(zmq::sockopt::curve_secretkey, curve_.secret_key);
+    }
     socket.connect(endpoint_);
     socket_ = std::move(socket);
   } catch (const zmq::error_t& error) {

@@ -33,9 +33,34 @@ struct SocketOptions {
 
 // One message as the ROUTER sees it. `peer` is the routing id: the DEALER's identity, or a binary
 // id libzmq made up when the DEALER set none. Use it only as an opaque key.
+// `user_id` is what the coordinator's ZAP handler (shared/zap_auth.h) named the peer's CURVE key
+// when it admitted the connection; empty without CURVE.
 struct RoutedMessage {
   std::string peer;
   std::string payload;
+  std::string user_id;
+};
+
+// The ZAP domain kiln's ROUTER asks its handler about.
+inline constexpr const char* kZapDomain = "kiln";
+
+// CURVE on the coordinator's ROUTER: its own keypair (Z85, shared/curve_keys.h). Empty: no CURVE.
+// With CURVE, every handshake is also put to the ZAP handler on the socket's context
+// (shared/zap_auth.h); with none serving it, every worker is refused (never admitted unchecked).
+struct CurveServer {
+  std::string public_key;
+  std::string secret_key;
+  bool enabled() const { return !secret_key.empty(); }
+};
+
+// CURVE on a worker's DEALER: its own keypair and the coordinator's public key (Z85). Empty: no
+// CURVE. A wrong server key or a key the coordinator does not admit fails the handshake: the
+// DEALER sees no error, only silence (nothing is delivered either way).
+struct CurveClient {
+  std::string public_key;
+  std::string secret_key;
+  std::string server_key;
+  bool enabled() const { return !server_key.empty(); }
 };
 
 // Coordinator side. Moveable, not copyable; the context must outlive the socket. Not thread-safe:
@@ -50,8 +75,9 @@ class RouterSocket {
   // address is in use, kCancelled when the context is shut down.
   // Hazard: libzmq closes sockets in its I/O thread, so a port stays bound for a moment after the
   // RouterSocket is destroyed; rebinding it in the same process may need a retry.
+  // `curve`: see CurveServer (kInvalidArgument for a malformed key).
   static Result<RouterSocket> bind(zmq::context_t& context, const std::string& endpoint,
-                                   const SocketOptions& options);
+                                   const SocketOptions& options, const CurveServer& curve = {});
 
   // Waits up to timeout_ms (>= 0) for one message. Empty optional: nothing arrived.
   // Accepts frames [identity, payload] (DEALER) and [identity, "", payload] (REQ-style envelope);
@@ -84,8 +110,10 @@ class DealerSocket {
   // transient TCP failures). An empty `identity` is replaced by a random one ("w-" + 16 hex digits)
   // so that reconnect() keeps the same id on the ROUTER. A given identity must be 1..255 bytes and
   // must not start with a zero byte (kInvalidArgument otherwise).
+  // `curve`: see CurveClient (kInvalidArgument for a malformed key); reconnect() keeps it.
   static Result<DealerSocket> connect(zmq::context_t& context, const std::string& endpoint,
-                                      const SocketOptions& options, std::string identity = "");
+                                      const SocketOptions& options, std::string identity = "",
+                                      CurveClient curve = {});
 
   // Sends one frame. While not connected, messages queue up to send_hwm (they are delivered after
   // the connection comes up, possibly stale); kUnavailable when the queue stays full.
@@ -96,7 +124,7 @@ class DealerSocket {
   Result<std::optional<std::string>> receive(int timeout_ms);
 
   // Closes the socket (dropping anything queued) and opens a new one with the same identity,
-  // options and endpoint: what Paranoid Pirate does when the server is declared dead.
+  // options, CURVE keys and endpoint: what Paranoid Pirate does when the server is declared dead.
   // Hazard: handle() returns a different socket afterwards.
   Status reconnect();
 
@@ -106,17 +134,19 @@ class DealerSocket {
 
  private:
   DealerSocket(zmq::context_t* context, std::string endpoint, SocketOptions options,
-               std::string identity)
+               std::string identity, CurveClient curve)
       : context_(context),
         endpoint_(std::move(endpoint)),
         options_(options),
-        identity_(std::move(identity)) {}
+        identity_(std::move(identity)),
+        curve_(std::move(curve)) {}
   Status open();
 
   zmq::context_t* context_;  // not owned
   std::string endpoint_;
   SocketOptions options_;
   std::string identity_;
+  CurveClient curve_;
   zmq::socket_t socket_;
 };
 

@@ -20,8 +20,9 @@ WorkerLink::WorkerLink(DealerSocket dealer, const HeartbeatPolicy& heartbeat, st
 
 Result<WorkerLink> WorkerLink::connect(zmq::context_t& context, const std::string& endpoint,
                                        const std::string& worker_id, const HeartbeatPolicy& heartbeat,
-                                       std::string role) {
-  KILN_ASSIGN_OR_RETURN(DealerSocket dealer, DealerSocket::connect(context, endpoint, SocketOptions{}, worker_id));
+                                       std::string role, const CurveClient& curve) {
+  KILN_ASSIGN_OR_RETURN(DealerSocket dealer,
+                        DealerSocket::connect(context, endpoint, SocketOptions{}, worker_id, curve));
   return WorkerLink(std::move(dealer), heartbeat, std::move(role), worker_id);
 }
 

@@ -27,9 +27,11 @@ class WorkerLink {
  public:
   // Connects to the coordinator at `endpoint` as `worker_id` (the DEALER's identity, kept across
   // reconnects). `role` ("an evaluator", "an agent") names the worker in the errors it sends back.
+  // `curve`: the worker's keypair and the coordinator's public key (docs/security.md), kept across
+  // reconnects; empty: no CURVE.
   static Result<WorkerLink> connect(zmq::context_t& context, const std::string& endpoint,
                                     const std::string& worker_id, const HeartbeatPolicy& heartbeat,
-                                    std::string role);
+                                    std::string role, const CurveClient& curve = {});
 
   // Sends one message (a failure is logged: the liveness countdown decides about the link).
   void send(proto::Message body);

@@ -61,6 +61,8 @@ TEST(RedisUrl, ParsesGoodUrls) {
       {"redis://alice:pw@host/1", "", "host", 6379, 1, "alice", "pw"},
       {"redis://alice:p%40ss:w/rd@host", "", "host", 6379, 0, "alice", "p@ss:w/rd"},
       {"redis://[::1]:6390", "", "::1", 6390, 0, "", ""},
+      {"redis://alice@host", "", "host", 6379, 0, "alice", ""},  // the password comes from a file
+      {"unix:///tmp/r.sock?user=kiln&db=2", "/tmp/r.sock", "", 6379, 2, "kiln", ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.url);
@@ -106,7 +108,6 @@ TEST(RedisUrl, RejectsBadUrlsWithClearErrors) {
       {"redis://host/-1", StatusCode::kInvalidArgument, "db '-1'"},
       {"redis://host?db=2", StatusCode::kInvalidArgument, "query parameters"},
       {"redis://::1:6379", StatusCode::kInvalidArgument, "brackets"},
-      {"redis://alice@host", StatusCode::kInvalidArgument, "without a password"},
       {"redis://:hunter2%zz@host", StatusCode::kInvalidArgument, "bad %-escape in the password"},
   };
   for (const Case& c : cases) {
