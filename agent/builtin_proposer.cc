@@ -523,7 +523,10 @@ Proposal BuiltinProposer::propose_guided(const Params& parent, const Params* sec
   Proposal p;
   if (sw && advanced && !structural_.empty()) p = switch_variant(parent, seen, rng);
   if (p.empty()) p = mutate_from(parent, g.tier, g.direction, seen, rng);
-  if (!p.empty()) p.description += "; guided by " + g.bottleneck + ": " + g.move;
+  if (!p.empty()) {
+    p.description += "; guided by " + g.bottleneck + ": " + g.move;
+    p.guided_by = g.bottleneck;
+  }
   return p;
 }
 

@@ -112,6 +112,8 @@ struct Proposal {
   // "mutate BLOCK 256->512 (tier 0: block size)"; a repair appends "; repair ELEMS 8->16".
   std::string description;
   std::string reason;         // why the result is empty, e.g. "space exhausted around parent"
+  // propose_guided(): the bottleneck class that steered this child's move; "" when none did.
+  std::string guided_by;
 
   bool empty() const { return params.empty(); }
 };

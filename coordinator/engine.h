@@ -1,22 +1,21 @@
 // The search loop of one run: per target and GPU model (EngineOptions::gpu_models), the seed is
 // evaluated first (its time is the baseline), then the template's first valid configuration,
-// then children the built-in proposer makes from
-// parents the population selects; every verified child is judged against its parent (keep or
-// revert), a new best is re-timed before it is crowned, and a target stops at its convergence
-// limits. Evaluations go through the Dispatcher (so through Redis leases and the workers).
+// then children the built-in proposer (or a connected agent) makes from parents the population
+// selects; every verified child is judged against its parent (keep or revert), a new best is
+// re-timed before it is crowned, and a target stops at its convergence limits. Evaluations go
+// through the Dispatcher (so through Redis leases and the workers). What one target decides about
+// its own search is in target_search.h; the engine sends the tasks, moves slots between targets
+// (allocate_slots) and keeps the run going.
 //
 // Restart safety: with a Store, every change of the search state is also written to Redis as it
-// happens (DESIGN.md "Redis layout"): the run's record (kiln:run), and per step one MULTI/EXEC
-// holding an entry of the run's search log (kiln:events:{run}) with the keys that change with it
-// (kiln:cand:{id}, kiln:pop:{t}:{arch}:{island}, kiln:target:{t}, kiln:src:{hash}):
-//   submit  a candidate's task, written BEFORE the task goes to the dispatcher;
-//   result  a judged result (seed baseline, child kept/reverted/failed, re-time crowned/rejected),
-//           with the result itself, written after the result arrived;
-//   done    a target converged, stopped or failed.
-// resume() rebuilds the state by replaying that log through the same code that wrote it, so the
-// populations (counters included), seen sets, baselines, bests and reports come back as they were;
-// then it folds in results that reached Redis after the last logged step, leaves tasks that hold
-// a lease to Dispatcher::recover(), and sends again what was logged but never handed out.
+// happens (docs/run.md "Resuming a run"): the run's record (kiln:run, run_record.h), and per step
+// one MULTI/EXEC holding an entry of the run's search log (kiln:events:{run}, search_log.h: submit,
+// result, done) with the keys that change with it (kiln:cand:{id}, kiln:pop:{t}:{arch}:{island},
+// kiln:target:{t}, kiln:src:{hash}). resume() rebuilds the state by replaying that log through the
+// same code that wrote it, so the populations (counters included), seen sets, baselines, bests and
+// reports come back as they were; then it folds in results that reached Redis after the last
+// logged step, leaves tasks that hold a lease to Dispatcher::recover(), and sends again what was
+// logged but never handed out.
 #pragma once
 
 #include <atomic>
@@ -31,9 +30,12 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/builtin_proposer.h"
 #include "coordinator/dispatcher.h"
+#include "coordinator/run_record.h"
 #include "coordinator/search.h"
+#include "coordinator/search_log.h"
+#include "coordinator/target_report.h"
+#include "coordinator/target_search.h"
 #include "shared/redis_store.h"
 #include "shared/target_spec.h"
 
@@ -72,51 +74,6 @@ struct AgentStats {
   uint64_t children = 0;     // candidates evaluated
   uint64_t duplicates = 0;   // candidates already seen (dropped before any GPU)
   uint64_t rejected = 0;     // candidates that are not a valid configuration of the template
-};
-
-// What kiln:run records about a run: what a resume must match (targets and their spec hashes,
-// backend, toolchain, islands), the options it was started with, and how far it got.
-struct RunRecord {
-  std::string id;                                  // names its search log, kiln:events:{id}
-  std::vector<std::string> targets;                // in the order given
-  std::map<std::string, std::string> spec_hashes;  // by target
-  std::string backend;
-  std::vector<std::string> gpu_models;             // as searched so far ("" for any)
-  std::string toolchain;
-  uint64_t seed = 1;
-  uint32_t islands = 2;
-  uint32_t capacity = 8;
-  uint64_t patience = 64;
-  int64_t budget_s = 0;   // the whole run's budget; 0: none
-  double spent_s = 0;     // search time spent so far, over every coordinator process of the run
-  std::string state;      // "running" or "finished"
-  uint32_t starts = 0;    // coordinator processes that worked on it (1 + resumes)
-};
-
-// The run recorded in kiln:run; nullopt when the database holds none. DATA_LOSS when a field
-// does not parse.
-Result<std::optional<RunRecord>> read_run_record(redis::Store& store);
-
-// The name of a target's population on one GPU model, as Redis (kiln:target:{key}), `kiln status`
-// and the output folder know it: the target's name, plus "@" and the model with spaces made "_"
-// when the population belongs to one model (e.g. "matmul@NVIDIA_H100_80GB_HBM3").
-std::string unit_key(const std::string& target, const std::string& gpu_model);
-
-// One target's standing, for progress lines, `kiln status` and the summary.
-struct TargetReport {
-  std::string target;
-  std::string gpu_model;            // the population's GPU model; "" for any
-  std::string state = "starting";   // starting, searching, converged (with why), failed
-  uint64_t evaluations = 0;         // results received
-  uint64_t failures = 0;            // results that did not verify
-  uint64_t accepted = 0;            // children kept
-  double seed_us = 0;
-  double best_us = 0;
-  double fraction_of_floor = 0;     // of the best, as its evaluator measured it
-  std::string best_id;
-  std::map<std::string, std::string> best_params;
-  std::string best_source;
-  std::string best_label;           // "seed" or "template BLOCK=256,VEC=8"
 };
 
 class Engine {
@@ -171,49 +128,46 @@ class Engine {
   const AgentStats& agent_stats() const { return agent_stats_; }
 
  private:
-  struct TargetState;
   struct Pending {
     size_t target = 0;
-    enum class Kind { kSeed, kChild, kRetime } kind = Kind::kChild;
+    TaskKind kind = TaskKind::kChild;
     Individual parent;   // kChild: the parent as it was; kRetime: the candidate re-timed
     Individual child;    // kChild: id, params, island, op; kRetime: unused
     std::string source;
     proto::EvaluateTask task;  // as sent (for a resume that must send it again)
   };
-
-  static const char* kind_name(Pending::Kind kind);
-  static std::optional<Pending::Kind> kind_from(std::string_view name);
-  std::optional<size_t> target_index(std::string_view name, std::string_view gpu_model) const;
-  // Adds the populations of one GPU model (one per target) unless it has them; true when added.
-  bool add_gpu_model(const std::string& model);
-  // The backend as candidate ids name it: with the GPU model when the population has one.
-  std::string id_backend(const TargetState& st) const;
-
-  void allocate();
-  Status top_up(size_t t);
-  Status on_result(const proto::EvaluationResult& r);
-  // Agents: a parent's child asked of an agent; the answer turned into evaluation tasks.
+  // Agents: a parent's child asked of an agent.
   struct Asked {
     size_t target = 0;
     Individual parent;
     uint32_t island = 0;
   };
+
+  std::optional<size_t> target_index(std::string_view name, std::string_view gpu_model) const;
+  // Adds the populations of one GPU model (one per target) unless it has them; true when added.
+  bool add_gpu_model(const std::string& model);
+  // This run as this engine would record it (targets, spec hashes, options), without id or state.
+  RunRecord this_run() const;
+
+  void allocate();
+  Status top_up(size_t t);
+  Status on_result(const proto::EvaluationResult& r);
   void ask_agent(size_t t, const Individual& parent, const Individual* second, uint32_t island);
   Status on_proposal(const proto::Proposal& proposal);
+  // The evaluation task of candidate `id` of `st` (without the profiling flag, which is per kind).
+  proto::EvaluateTask task_for(const TargetSearch& st, const std::string& task_id, const std::string& id,
+                               const std::string& source, const Params& params) const;
   // Logs (with a store) and sends the task of candidate `id`; `p` carries kind, parent and child.
   Status submit(size_t t, Pending p, const std::string& source,
                 const std::map<std::string, std::string>& params, const std::string& id);
   void track(Pending p);  // counts a submitted task as pending
-  Status mark_done(size_t t, const std::string& state);
+  Status mark_done(size_t t, const Ending& ending);
   // Writes one step of the search log with a store (nothing without one, or while replaying).
-  Status write(redis::SearchStep step);
-  std::vector<std::pair<redis::PopulationKey, std::vector<std::pair<std::string, double>>>>
-  population_members(size_t t) const;
+  Status write(const redis::SearchStep& step);
   // resume(): one logged step replayed; a source text by hash (read once).
-  Status replay_submit(const std::map<std::string, std::string>& e);
-  Status replay_result(const std::map<std::string, std::string>& e);
+  Status replay(const SearchEvent& event);
+  Status replay_submit(const SubmitEvent& e);
   Result<std::string> source_of(const std::string& hash);
-  Status check_record(const RunRecord& recorded) const;
   Status save_progress();  // the time spent (and "finished") in kiln:run
   Status discover_gpu_models();  // populations for models of newly connected evaluators
   double spent_s() const;
@@ -225,7 +179,7 @@ class Engine {
   // the space's order (the seed's children are drawn from them), listed once at construction.
   std::map<std::string, std::vector<std::map<std::string, std::string>>> configs_;
   std::vector<std::string> record_models_;  // GPU models with populations, in order added
-  std::vector<std::unique_ptr<TargetState>> targets_;
+  std::vector<std::unique_ptr<TargetSearch>> targets_;
   std::map<std::string, Pending> pending_;  // by task id
   std::vector<proto::EvaluationResult> results_;
   std::mt19937_64 rng_;

@@ -77,6 +77,7 @@ TEST(ProposerGuidance, MemoryFarFromPeakWidensLoadsAndSaysWhy) {
     EXPECT_NE(child.description.find("; guided by memory_far_from_peak: wider loads"),
               std::string::npos)
         << child.description;
+    EXPECT_EQ(child.guided_by, "memory_far_from_peak");
   }
 }
 
@@ -114,6 +115,7 @@ TEST(ProposerGuidance, WithoutAKnownClassItIsExactlyPropose) {
       Proposal b = guided.propose_guided(parent, &second, bottleneck, {}, rng_b);
       EXPECT_EQ(a.params, b.params) << bottleneck << " #" << i;
       EXPECT_EQ(a.description, b.description);
+      EXPECT_EQ(b.guided_by, "");
     }
   }
 }

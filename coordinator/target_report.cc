@@ -1,0 +1,43 @@
+// A target's standing as shown: see target_report.h.
+#include "coordinator/target_report.h"
+
+#include "shared/redis_keys.h"
+
+namespace kiln::coordinator {
+
+std::string unit_key(const std::string& target, const std::string& gpu_model) {
+  if (gpu_model.empty()) return target;
+  return target + "@" + redis::keys::safe_key_component(gpu_model);
+}
+
+std::string_view phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kStarting:
+      return "starting";
+    case Phase::kEvaluatingSeed:
+      return "evaluating the seed";
+    case Phase::kSearching:
+      return "searching";
+    case Phase::kConverged:
+      return "converged";
+    case Phase::kStopped:
+      return "stopped";
+    case Phase::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+bool is_final(Phase phase) {
+  return phase == Phase::kConverged || phase == Phase::kStopped || phase == Phase::kFailed;
+}
+
+std::optional<Phase> final_phase_of(std::string_view state) {
+  const std::string_view word = state.substr(0, state.find(':'));
+  for (Phase p : {Phase::kConverged, Phase::kStopped, Phase::kFailed}) {
+    if (word == phase_name(p)) return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kiln::coordinator
