@@ -552,6 +552,18 @@ int run_search(const RunArgs& args) {
   if (g_stop.load()) {
     std::fprintf(stderr, "%s: interrupted; writing what was found (continue with: %s)\n", who, resume_hint.c_str());
   }
+  if (total_budget.count() > 0 && engine.overrun_s() > 0.5) {
+    std::fprintf(stderr,
+                 "%s: search time %.0f s, %.0f s past the budget of %lld s (evaluations in flight "
+                 "are waited for "
+                 "up to %lld s after it%s)\n",
+                 who, engine.record().spent_s, engine.overrun_s(),
+                 static_cast<long long>(total_budget.count()),
+                 static_cast<long long>(engine.grace().count()),
+                 engine.abandoned() > 0
+                     ? (": " + std::to_string(engine.abandoned()) + " abandoned").c_str()
+                     : "");
+  }
   if (Status w = write_outputs(out, runnable, backend, engine); !w.is_ok()) return fail(w.message());
   std::printf("\n");
   print_status_table(engine.reports(), stdout);

@@ -354,6 +354,33 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
   return Status::ok();
 }
 
+uint64_t Engine::abandon_in_flight(size_t t) {
+  uint64_t n = 0;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.target != t) {
+      ++it;
+      continue;
+    }
+    spdlog::warn("{}: task {} abandoned: no result {} s after the budget", targets_[t]->key,
+                 it->first, grace().count());
+    it = pending_.erase(it);
+    ++n;
+  }
+  targets_[t]->in_flight = 0;
+  abandoned_ += n;
+  return n;
+}
+
+std::chrono::seconds Engine::grace() const {
+  if (options_.budget_grace.count() > 0) return options_.budget_grace;
+  return std::clamp(options_.budget / 10, std::chrono::seconds(10), std::chrono::seconds(120));
+}
+
+double Engine::overrun_s() const {
+  if (options_.budget.count() <= 0) return 0;
+  return std::max(0.0, spent_s() - static_cast<double>(options_.budget.count()));
+}
+
 Status Engine::mark_done(size_t t, const Ending& ending) {
   TargetSearch& st = *targets_[t];
   st.finish(ending.phase, ending.state);
@@ -423,12 +450,20 @@ Status Engine::run(const std::atomic<bool>& stop,
     // between a crash and its resume).
     const double elapsed = spent_s();
     const bool budget_spent = options_.budget.count() > 0 && elapsed >= options_.budget.count();
+    // Past the grace period nothing in flight is waited for: an evaluator that hangs, or none
+    // left at all, cannot keep the run going.
+    const bool grace_over = budget_spent && elapsed >= options_.budget.count() + grace().count();
     if (options_.discover_gpu_models) KILN_RETURN_IF_ERROR(discover_gpu_models());
     allocate();
     bool all_done = true;
     for (size_t t = 0; t < targets_.size(); ++t) {
       TargetSearch& st = *targets_[t];
       if (std::optional<Ending> ending = st.ending(options_.limits, elapsed, budget_spent)) {
+        if (st.in_flight > 0 && grace_over) {
+          const uint64_t n = abandon_in_flight(t);
+          ending->state += "; " + std::to_string(n) + " evaluation(s) in flight abandoned " +
+                           std::to_string(grace().count()) + " s after the budget";
+        }
         if (st.in_flight == 0) {
           KILN_RETURN_IF_ERROR(mark_done(t, *ending));
         } else if (st.seed_verified) {

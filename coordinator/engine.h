@@ -53,6 +53,11 @@ struct EngineOptions {
   SearchParams search;
   ConvergenceLimits limits;
   std::chrono::seconds budget{0};   // whole run; 0: until every target converges
+  // Once the budget is spent, how long evaluations already in flight are waited for before they
+  // are abandoned (their targets stop, the run ends): the run ends at most this long after its
+  // budget, even with every evaluator gone. 0: a tenth of the budget, at least 10 s and at most
+  // 2 minutes.
+  std::chrono::seconds budget_grace{0};
   uint32_t in_flight_per_target = 2;  // on average: allocate() moves slots between targets
   std::map<std::string, double> weights;  // share of end-to-end time per target (default equal)
   uint64_t seed = 1;
@@ -112,6 +117,13 @@ class Engine {
 
   std::vector<TargetReport> reports() const;
 
+  // How far the run went past its budget, in seconds of search time (0 within it or without one),
+  // and how many evaluations in flight were abandoned when the grace period ran out.
+  double overrun_s() const;
+  uint64_t abandoned() const { return abandoned_; }
+  // The grace period in effect (EngineOptions::budget_grace, or its default for the budget).
+  std::chrono::seconds grace() const;
+
   // Every result received, in arrival order (for the output folder); after resume() also those
   // of the earlier coordinator processes of the run.
   const std::vector<proto::EvaluationResult>& results() const { return results_; }
@@ -161,6 +173,8 @@ class Engine {
   Status submit(size_t t, Pending p, const std::string& source,
                 const std::map<std::string, std::string>& params, const std::string& id);
   void track(Pending p);  // counts a submitted task as pending
+  // Forgets target t's tasks in flight (the grace period after the budget is over); how many.
+  uint64_t abandon_in_flight(size_t t);
   Status mark_done(size_t t, const Ending& ending);
   // Writes one step of the search log with a store (nothing without one, or while replaying).
   Status write(const redis::SearchStep& step);
@@ -197,6 +211,7 @@ class Engine {
   std::map<std::string, Asked> asked_;          // propose tasks in flight, by task id
   uint64_t ask_seq_ = 0;
   AgentStats agent_stats_;
+  uint64_t abandoned_ = 0;  // evaluations in flight when the grace period after the budget ran out
 };
 
 }  // namespace kiln::coordinator
