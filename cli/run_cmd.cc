@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -35,11 +36,8 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/local_workers.h"
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
-
 #include "cli/curve_options.h"
+#include "cli/local_workers.h"
 #include "cli/redis_password.h"
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
@@ -66,6 +64,7 @@ struct RunArgs {
   std::string backend;
   std::string gpus;
   std::string budget = "10m";
+  std::string redis_retry = "5m";  // how long commands wait for a Redis that went away
   std::string redis;
   std::string out = "kiln-run";
   std::string targets_dir;
@@ -94,19 +93,21 @@ struct RunArgs {
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
-// "90s", "30m", "2h" or plain seconds.
-Result<std::chrono::seconds> parse_duration(const std::string& text) {
-  if (text.empty()) return invalid_argument("--budget: empty");
+// "90s", "30m", "2h" or plain seconds; `option` names the flag in errors.
+Result<std::chrono::seconds> parse_duration(const std::string& text,
+                                            const std::string& option = "--budget") {
+  const std::string bad = option + ": '" + text + "' is not a duration like 90s, 30m or 2h";
+  if (text.empty()) return invalid_argument(option + ": empty");
   size_t used = 0;
   double v = 0;
   try {
     v = std::stod(text, &used);
   } catch (...) {
-    return invalid_argument("--budget: '" + text + "' is not a duration like 90s, 30m or 2h");
+    return invalid_argument(bad);
   }
   const std::string unit = text.substr(used);
   double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (scale < 0 || v < 0) return invalid_argument("--budget: '" + text + "' is not a duration like 90s, 30m or 2h");
+  if (scale < 0 || v < 0 || !std::isfinite(v)) return invalid_argument(bad);
   return std::chrono::seconds(static_cast<int64_t>(v * scale));
 }
 
@@ -299,6 +300,11 @@ int run_search(const RunArgs& args) {
   }
   redis::RedisOptions ro;
   ro.url = url;
+  // A Redis restart (a failover, a node reboot) stalls the coordinator instead of ending the run:
+  // commands wait for Redis to come back for up to --redis-retry.
+  Result<std::chrono::seconds> redis_retry = parse_duration(a.redis_retry, "--redis-retry");
+  if (!redis_retry.is_ok()) return fail(redis_retry.status().message());
+  ro.reconnect_for_ms = static_cast<int>(std::min<int64_t>(redis_retry->count(), 86400) * 1000);
   if (!a.redis_password_file.empty()) {
     if (a.redis.empty()) return fail("--redis-password-file goes with --redis (the private Redis needs none)");
     if (Status s = apply_redis_password_file(a.redis_password_file, ro); !s.is_ok()) return fail(s.message());
@@ -579,6 +585,11 @@ namespace {
 void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a) {
   sub->add_option("--targets", a->targets, "Comma-separated targets (default: all built-in)");
   sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
+  sub->add_option(
+         "--redis-retry", a->redis_retry,
+         "How long the coordinator waits for Redis to come back after losing it (a restart,\n"
+         "a failover) before it stops the run; workers keep their work meanwhile: 30s, 5m, 1h")
+      ->capture_default_str();
   sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
   sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
   sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();

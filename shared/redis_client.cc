@@ -5,6 +5,7 @@
 #include <hiredis/hiredis.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -332,25 +333,40 @@ Result<RedisClient> RedisClient::connect(const RedisOptions& options) {
 
 Status RedisClient::reconnect() {
   context_.reset();
-  int attempts = std::max(1, options_.max_reconnect_attempts);
+  const int attempts = std::max(1, options_.max_reconnect_attempts);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.reconnect_for_ms);
   int wait_ms = options_.reconnect_backoff_initial_ms;
   Status last;
-  for (int attempt = 1; attempt <= attempts; ++attempt) {
-    if (attempt > 1) {
+  int attempt = 0;
+  bool warned = false;
+  // At least `attempts` tries, and with reconnect_for_ms, on until that much time has passed.
+  while (attempt < attempts || std::chrono::steady_clock::now() < give_up) {
+    if (attempt++ > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
       wait_ms = std::min(wait_ms * 2, options_.reconnect_backoff_max_ms);
     }
     Result<ContextPtr> opened = open_connection(options_, endpoint_);
     if (opened.is_ok()) {
       context_ = std::move(opened).value();
+      if (warned) spdlog::info("redis at {} is back after {} attempts", describe(), attempt);
       return Status::ok();
     }
     last = opened.status();
     // A wrong password or a bad db does not heal by waiting.
     if (last.code() != StatusCode::kUnavailable) return last;
+    if (!warned && options_.reconnect_for_ms > 0) {
+      spdlog::warn("redis at {} is unreachable ({}); retrying for up to {} s", describe(),
+                   last.message(), options_.reconnect_for_ms / 1000);
+      warned = true;
+    }
   }
-  return Status(last.code(), "reconnect failed after " + std::to_string(attempts) +
-                                 " attempts: " + last.message());
+  return Status(last.code(),
+                "reconnect failed after " + std::to_string(attempt) + " attempts" +
+                    (options_.reconnect_for_ms > 0
+                         ? " over " + std::to_string(options_.reconnect_for_ms / 1000) + " s"
+                         : "") +
+                    ": " + last.message());
 }
 
 Result<Reply> RedisClient::send(const std::vector<std::string>& args) {
@@ -461,16 +477,16 @@ const std::string& RedisClient::script_sha1(const std::string& script) {
 }
 
 Result<Reply> RedisClient::eval(const std::string& script, const std::vector<std::string>& keys,
-                                const std::vector<std::string>& args) {
+                                const std::vector<std::string>& args, bool idempotent) {
   const std::string& sha1 = script_sha1(script);
   std::vector<std::string> argv = {"EVALSHA", sha1, std::to_string(keys.size())};
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
-  Result<Reply> reply = round_trip(argv, false);
+  Result<Reply> reply = round_trip(argv, idempotent);
   if (reply.is_ok() && reply->is_error() && starts_with(reply->str, "NOSCRIPT")) {
     argv[0] = "EVAL";
     argv[1] = script;  // EVAL also loads the script, so the next EVALSHA hits
-    reply = round_trip(argv, false);
+    reply = round_trip(argv, idempotent);
   }
   return finish(std::move(reply), "redis EVAL script " + sha1.substr(0, 12));
 }

@@ -92,9 +92,10 @@ class RedisClient {
   Result<std::vector<Reply>> transaction(const std::vector<std::vector<std::string>>& commands);
 
   // Runs a Lua script by EVALSHA (SHA-1 cached per client), falling back to EVAL on NOSCRIPT
-  // (first use, server restart, SCRIPT FLUSH). Not retried after a lost connection.
+  // (first use, server restart, SCRIPT FLUSH). Retried after a lost connection only when the
+  // caller says running it twice does no harm (`idempotent`).
   Result<Reply> eval(const std::string& script, const std::vector<std::string>& keys,
-                     const std::vector<std::string>& args);
+                     const std::vector<std::string>& args, bool idempotent = false);
 
   Status ping();
 
@@ -112,6 +113,12 @@ class RedisClient {
   Result<std::vector<Reply>> send_pipeline(const std::vector<std::vector<std::string>>& commands);
   // Opens a fresh connection, retrying with back-off; stops early on non-transient failures.
   Status reconnect();
+
+ public:
+  // Reconnects when the connection is gone (with the options' retry); OK when connected.
+  Status ensure_connected() { return context_ ? Status::ok() : reconnect(); }
+
+ private:
   // command()/command_idempotent() without converting error replies to a Status.
   Result<Reply> round_trip(const std::vector<std::string>& args, bool idempotent);
   const std::string& script_sha1(const std::string& script);

@@ -92,5 +92,6 @@ std::string inflight() { return join({"inflight"}); }
 std::string targets() { return join({"targets"}); }
 std::string run() { return join({"run"}); }
 std::string events(std::string_view run) { return join({"events", run}); }
+std::string step_token(std::string_view run) { return join({"step", run}); }
 
 }  // namespace kiln::redis::keys

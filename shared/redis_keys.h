@@ -42,5 +42,7 @@ std::string inflight();                                            // kiln:infli
 std::string targets();                                             // kiln:targets (set of names)
 std::string run();                                                 // kiln:run (the run's record)
 std::string events(std::string_view run);                          // kiln:events:{run}
+// kiln:step:{run}: the token of the last search step written (Store::write_step)
+std::string step_token(std::string_view run);
 
 }  // namespace kiln::redis::keys

@@ -3,12 +3,12 @@
 #include "shared/redis_store.h"
 
 #include <algorithm>
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <random>
 
 #include "shared/hash.h"
 #include "shared/redis_keys.h"
@@ -95,7 +95,10 @@ Status Store::put_result_once(std::string_view id, std::string_view arch, std::s
   KILN_RETURN_IF_ERROR(validate_components({{"candidate id", id}, {"arch", arch}}));
   std::string key = keys::result(id, arch);
   // Not retried after a lost connection: a retry could see our own first write as "present".
-  KILN_ASSIGN_OR_RETURN(Reply reply, client_->command({"SET", key, std::string(bytes), "NX"}));
+  // Sent again after a lost connection: a copy that landed the first time reads as "already
+  // there", which callers take as written.
+  KILN_ASSIGN_OR_RETURN(Reply reply,
+                        client_->command_idempotent({"SET", key, std::string(bytes), "NX"}));
   if (reply.is_nil()) {
     return Status(StatusCode::kAlreadyExists,
                   "redis " + key + ": result already written (results are written once)");
@@ -196,10 +199,11 @@ Result<std::vector<std::pair<std::string, double>>> Store::population_best(std::
 Status Store::lease_task(std::string_view task_id, std::string_view payload,
                          int64_t deadline_ms_epoch) {
   KILN_RETURN_IF_ERROR(validate_components({{"task id", task_id}}));
-  KILN_ASSIGN_OR_RETURN(Reply reply,
-                        client_->eval(kLeaseScript, {keys::lease(task_id), keys::inflight()},
-                                      {std::string(task_id), std::string(payload),
-                                       std::to_string(deadline_ms_epoch)}));
+  KILN_ASSIGN_OR_RETURN(
+      Reply reply,
+      client_->eval(kLeaseScript, {keys::lease(task_id), keys::inflight()},
+                    {std::string(task_id), std::string(payload), std::to_string(deadline_ms_epoch)},
+                    /*idempotent=*/true));
   return Status::ok();
 }
 
@@ -229,7 +233,7 @@ Status Store::release_lease(std::string_view task_id) {
   KILN_RETURN_IF_ERROR(validate_components({{"task id", task_id}}));
   KILN_ASSIGN_OR_RETURN(Reply reply,
                         client_->eval(kReleaseScript, {keys::lease(task_id), keys::inflight()},
-                                      {std::string(task_id)}));
+                                      {std::string(task_id)}, /*idempotent=*/true));
   return Status::ok();
 }
 
@@ -332,7 +336,25 @@ Status Store::write_step(std::string_view run, const SearchStep& step) {
     xadd.push_back(v);
   }
   commands.push_back(std::move(xadd));
-  KILN_ASSIGN_OR_RETURN(std::vector<Reply> replies, client_->transaction(commands));
+  // The step's token, set in the same transaction: after a connection lost mid-transaction it
+  // tells whether the step landed (the transaction is all or nothing), so it is sent again only
+  // when it did not, and the log never holds an entry twice.
+  const std::string token =
+      std::to_string(++steps_written_) + "-" +
+      sha256_hex(std::to_string(std::random_device{}()) + std::to_string(steps_written_))
+          .substr(0, 16);
+  commands.push_back({"SET", keys::step_token(run), token});
+  Result<std::vector<Reply>> sent = client_->transaction(commands);
+  for (int tries = 0;
+       !sent.is_ok() && sent.status().code() == StatusCode::kUnavailable && tries < 10; ++tries) {
+    KILN_RETURN_IF_ERROR(client_->ensure_connected().with_context("writing a search step of run " +
+                                                                  std::string(run)));
+    KILN_ASSIGN_OR_RETURN(Reply landed,
+                          client_->command_idempotent({"GET", keys::step_token(run)}));
+    if (landed.is_string() && landed.str == token) return Status::ok();
+    sent = client_->transaction(commands);
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Reply> replies, std::move(sent));
   for (const Reply& reply : replies) {
     KILN_RETURN_IF_ERROR(check_reply(reply).with_context("writing a search step of run " +
                                                          std::string(run) + " (partially applied)"));

@@ -125,6 +125,7 @@ class Store {
 
  private:
   RedisClient* client_;
+  uint64_t steps_written_ = 0;  // part of each search step's token (write_step)
 };
 
 }  // namespace kiln::redis

@@ -24,6 +24,9 @@ struct RedisOptions {
   int max_reconnect_attempts = 5;
   int reconnect_backoff_initial_ms = 100;
   int reconnect_backoff_max_ms = 5000;
+  // When > 0: after a lost connection, reconnect attempts go on (at the back-off cap) until this
+  // long has passed, so a Redis restart of a few seconds or minutes does not stop a coordinator.
+  int reconnect_for_ms = 0;
 };
 
 // A parsed URL: the location plus whatever credentials and db it carried.
