@@ -326,10 +326,17 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, co
     for (const std::string& p : old)
       drop_worker(p, "worker " + hello.worker_id + " reconnected", false);
   }
+  // A hello starts a new session of the worker: tasks its earlier session on this routing id held
+  // go back to the queue now (a worker restarted under the same id within its silence limit
+  // never answers them; one that reconnected may still, and its answer counts only if the task
+  // comes back to it).
+  if (auto known = workers_.find(peer); known != workers_.end() && !known->second.tasks.empty()) {
+    std::vector<std::string> held(known->second.tasks.begin(), known->second.tasks.end());
+    for (const std::string& t : held)
+      requeue(t, "worker " + hello.worker_id + " announced itself again", false);
+  }
   Worker& w = workers_[peer];
   w.key_name = key_name;
-  // A hello on a connection that already holds tasks (the worker was told it was unknown, or
-  // announced again after a back-off): the tasks it holds are still its own.
   w.hello = hello;
   w.credits = 0;
   std::string backends;
