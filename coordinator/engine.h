@@ -6,7 +6,7 @@
 // limits. Evaluations go through the Dispatcher (so through Redis leases and the workers).
 //
 // Restart safety: with a Store, every change of the search state is also written to Redis as it
-// happens (DESIGN.md "Redis layout"): the run's record (kiln:run), and per step one MULTI/EXEC
+// happens (docs/design.md, "Redis keys"): the run's record (kiln:run), and per step one MULTI/EXEC
 // holding an entry of the run's search log (kiln:events:{run}) with the keys that change with it
 // (kiln:cand:{id}, kiln:pop:{t}:{arch}:{island}, kiln:target:{t}, kiln:src:{hash}):
 //   submit  a candidate's task, written BEFORE the task goes to the dispatcher;
