@@ -7,9 +7,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <sstream>
 
 #include "agent/agent_daemon.h"
-#include <sstream>
+#include "shared/fatal.h"
 
 namespace kiln::cli {
 namespace {
@@ -21,7 +22,7 @@ void on_signal(int) { g_stop.store(true); }
 int run_agent(agent::AgentOptions options, const std::string& backends) {
   if (!options.llm_config.empty()) {
     if (options.proposer != "builtin" && options.proposer != "llm") {
-      std::fprintf(stderr, "kiln agent: --llm goes with the llm proposer, not '%s'\n", options.proposer.c_str());
+      report_fatal("kiln agent: --llm goes with the llm proposer, not '" + options.proposer + "'");
       return 2;
     }
     options.proposer = "llm";
@@ -30,7 +31,7 @@ int run_agent(agent::AgentOptions options, const std::string& backends) {
   for (std::string b; std::getline(list, b, ',');) {
     if (b.empty()) continue;
     if (b != "cuda" && b != "cpu") {
-      std::fprintf(stderr, "kiln agent: --backends takes cuda and/or cpu, not '%s'\n", b.c_str());
+      report_fatal("kiln agent: --backends takes cuda and/or cpu, not '" + b + "'");
       return 2;
     }
     options.backends.push_back(b);
@@ -42,7 +43,7 @@ int run_agent(agent::AgentOptions options, const std::string& backends) {
   sigaction(SIGTERM, &sa, nullptr);
   Status s = agent::run_agent_daemon(options, g_stop);
   if (!s.is_ok()) {
-    std::fprintf(stderr, "kiln agent: %s\n", s.message().c_str());
+    report_fatal("kiln agent: " + s.message());
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;

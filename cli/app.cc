@@ -2,9 +2,9 @@
 // only declares options, configures logging once and dispatches.
 #include "cli/app.h"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -15,11 +15,12 @@
 #include "cli/eval_cmd.h"
 #include "cli/profile_cmd.h"
 #include "cli/run_cmd.h"
+#include "cli/selftest_cmd.h"
 #include "cli/status_cmd.h"
 #include "cli/targets_cmd.h"
-#include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
 #include "evaluator/sandbox_child.h"
+#include "shared/fatal.h"
 #include "shared/logging.h"
 
 namespace kiln::cli {
@@ -55,7 +56,9 @@ int run_app(int argc, char** argv) {
   app.add_option("--log-level", log.level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   app.add_flag("--log-json", log.json, "Write logs as JSON lines");
-  app.add_option("--log-file", log.file, "Write logs to this file instead of stderr");
+  app.add_option("--log-file", log.file,
+                 "Append logs to this file instead of stderr (flushed after every line; fatal\n"
+                 "errors go there too)");
 
   std::function<int()> action;
 
@@ -102,6 +105,9 @@ int run_app(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Every line names the process's role (the subcommand: run, coordinator, evaluator, agent,
+  // eval, ...) and its pid, so the lines of the processes of one run can be told apart.
+  for (const CLI::App* sub : app.get_subcommands()) log.component = sub->get_name();
   if (Status s = configure_logging(log); !s.is_ok()) {
     std::fprintf(stderr, "kiln: %s\n", s.message().c_str());
     return 2;

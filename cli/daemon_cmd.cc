@@ -3,15 +3,15 @@
 #include "cli/daemon_cmd.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
 
-#include <spdlog/spdlog.h>
-
 #include "evaluator/daemon.h"
 #include "evaluator/toolchain.h"
+#include "shared/fatal.h"
 
 namespace kiln::cli {
 namespace {
@@ -31,7 +31,7 @@ int run_daemon(eval::DaemonOptions options) {
   sigaction(SIGTERM, &sa, nullptr);
   Status s = eval::run_evaluator_daemon(options, g_stop);
   if (!s.is_ok()) {
-    std::fprintf(stderr, "kiln evaluator: %s\n", s.message().c_str());
+    report_fatal("kiln evaluator: " + s.message());
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;

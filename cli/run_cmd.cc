@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -25,16 +26,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <cstring>
 #include <thread>
-
-#include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
@@ -44,6 +43,7 @@
 #include "evaluator/toolchain.h"
 #include "shared/build_info.h"
 #include "shared/config.h"
+#include "shared/fatal.h"
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
@@ -280,7 +280,7 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
 int run_search(const RunArgs& args) {
   const char* who = args.coordinator_mode ? "kiln coordinator" : "kiln run";
   auto fail = [who](const std::string& msg) {
-    std::fprintf(stderr, "%s: %s\n", who, msg.c_str());
+    report_fatal(std::string(who) + ": " + msg);
     return 2;
   };
   // --config: the file's values for what the command line leaves out, and the search knobs that
@@ -557,7 +557,7 @@ int run_search(const RunArgs& args) {
   (*dispatcher)->shutdown("run finished");
   publish(engine.reports());
   if (!ran.is_ok()) {
-    std::fprintf(stderr, "%s: the search stopped: %s\n", who, ran.to_string().c_str());
+    report_fatal(std::string(who) + ": the search stopped: " + ran.to_string());
     std::fprintf(stderr, "%s: the search state is in Redis%s; once it is reachable again, continue with: %s\n", who,
                  a.redis.empty() ? (" (its AOF is in " + out + "/redis)").c_str() : "", resume_hint.c_str());
   }

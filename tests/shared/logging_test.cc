@@ -1,18 +1,40 @@
 #include "shared/logging.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
+#include "shared/fatal.h"
+#include "shared/log_rate.h"
+#include "shared/log_text.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
 namespace {
 
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Puts logging back on stderr when a test is done with its file.
+struct RestoreLogging {
+  ~RestoreLogging() { (void)configure_logging(LogOptions{}); }
+};
+
 TEST(Logging, JsonLinesParseEvenWithQuotesAndNewlinesInTheMessage) {
   testing::TempDir dir;
+  RestoreLogging restore;
   LogOptions o;
   o.json = true;
   o.file = dir.file("kiln.log");
@@ -27,7 +49,7 @@ TEST(Logging, JsonLinesParseEvenWithQuotesAndNewlinesInTheMessage) {
   EXPECT_EQ(j["msg"], "task \"t1\": line one\nline two \\ done");
   EXPECT_EQ(j["component"], "evaluator");
   EXPECT_EQ(j["level"], "info");
-  ASSERT_TRUE(configure_logging(LogOptions{}).is_ok());  // back to stderr for later tests
+  EXPECT_EQ(j["pid"], static_cast<int>(getpid()));
 }
 
 TEST(Logging, UnknownLevelIsRejectedWithTheChoices) {
@@ -36,6 +58,230 @@ TEST(Logging, UnknownLevelIsRejectedWithTheChoices) {
   Status s = configure_logging(o);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("trace, debug, info, warn, error or off"), std::string::npos);
+}
+
+// A process killed with SIGKILL runs no destructor and flushes nothing: only lines already written
+// to the file survive. An info line must be one of them, and it names the role and the pid.
+TEST(Logging, AnInfoLineIsInTheFileEvenWhenTheProcessIsKilledRightAfter) {
+  testing::TempDir dir;
+  const std::string path = dir.file("evaluator.log");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    LogOptions o;
+    o.file = path;
+    o.component = "evaluator";
+    if (!configure_logging(o).is_ok()) _exit(3);
+    spdlog::info("evaluating task t-7 (the last line before the kill)");
+    raise(SIGKILL);
+    _exit(4);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
+  const std::string text = read_file(path);
+  EXPECT_NE(text.find("evaluating task t-7 (the last line before the kill)"), std::string::npos)
+      << "log file: '" << text << "'";
+  EXPECT_NE(text.find("[evaluator:" + std::to_string(child) + "]"), std::string::npos) << text;
+}
+
+TEST(Logging, EveryTextLineNamesTheRoleAndPidAndDefaultsToKiln) {
+  testing::TempDir dir;
+  RestoreLogging restore;
+  LogOptions o;
+  o.file = dir.file("a.log");
+  ASSERT_TRUE(configure_logging(o).is_ok());
+  spdlog::warn("no role given");
+  o.file = dir.file("b.log");
+  o.component = "coordinator";
+  ASSERT_TRUE(configure_logging(o).is_ok());
+  spdlog::info("role given");
+  const std::string pid = std::to_string(getpid());
+  EXPECT_NE(read_file(dir.file("a.log")).find("[kiln:" + pid + "] no role given"),
+            std::string::npos)
+      << read_file(dir.file("a.log"));
+  EXPECT_NE(read_file(dir.file("b.log")).find("[coordinator:" + pid + "] role given"),
+            std::string::npos)
+      << read_file(dir.file("b.log"));
+}
+
+TEST(Logging, AFatalErrorGoesToStderrAndIntoTheLogFile) {
+  testing::TempDir dir;
+  RestoreLogging restore;
+  LogOptions o;
+  o.file = dir.file("run.log");
+  o.component = "run";
+  ASSERT_TRUE(configure_logging(o).is_ok());
+  ::testing::internal::CaptureStderr();
+  report_fatal("kiln run: --islands must be at least 1");
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "kiln run: --islands must be at least 1\n");
+  const std::string text = read_file(o.file);
+  EXPECT_NE(text.find("critical [run:" + std::to_string(getpid()) +
+                      "] kiln run: --islands must be at least 1"),
+            std::string::npos)
+      << text;
+}
+
+TEST(Logging, AFatalErrorIsPrintedOnceWhenLoggingGoesToStderr) {
+  RestoreLogging restore;
+  ASSERT_TRUE(configure_logging(LogOptions{}).is_ok());
+  ::testing::internal::CaptureStderr();
+  report_fatal("kiln agent: the coordinator said bye");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "kiln agent: the coordinator said bye\n");
+}
+
+TEST(LoggingDeathTest, AnInvariantFailureIsWrittenToTheLogFileBeforeTheAbort) {
+  testing::TempDir dir;
+  const std::string path = dir.file("abort.log");
+  EXPECT_DEATH(
+      {
+        LogOptions o;
+        o.file = path;
+        o.component = "coordinator";
+        (void)configure_logging(o);
+        KILN_CHECK(1 + 1 == 3, "arithmetic still works");
+      },
+      "invariant failed");
+  const std::string text = read_file(path);
+  EXPECT_NE(text.find("critical [coordinator:"), std::string::npos) << text;
+  EXPECT_NE(text.find("invariant failed at"), std::string::npos) << text;
+  EXPECT_NE(text.find("arithmetic still works"), std::string::npos) << text;
+}
+
+// ---- log_safe ----
+
+TEST(LogSafe, ANewlineCannotStartAForgedLogLine) {
+  const std::string forged = "t-1\n2026-11-24 03:00:00.000 info  [coordinator:1] best crowned";
+  const std::string safe = log_safe(forged);
+  EXPECT_EQ(safe.find('\n'), std::string::npos);
+  EXPECT_EQ(safe, "t-1\\x0a2026-11-24 03:00:00.000 info  [coordinator:1] best crowned");
+}
+
+TEST(LogSafe, ControlBytesDelAndTerminalEscapesAreWrittenAsHex) {
+  EXPECT_EQ(log_safe("a\rb\tc\x1b[2Jd\x7f"
+                     "e"),
+            "a\\x0db\\x09c\\x1b[2Jd\\x7fe");
+  EXPECT_EQ(log_safe(std::string("nul\0here", 8)), "nul\\x00here");
+}
+
+TEST(LogSafe, ABackslashIsDoubledSoEscapesAreUnambiguous) {
+  // A peer that sends the four characters \x0a must not look like one that sent a newline.
+  EXPECT_EQ(log_safe("\\x0a"), "\\\\x0a");
+}
+
+TEST(LogSafe, ValidUtf8PassesAndBrokenOrC1BytesAreEscaped) {
+  EXPECT_EQ(log_safe("NVIDIA H100 — 80 GB µs ✓"), "NVIDIA H100 — 80 GB µs ✓");
+  EXPECT_EQ(log_safe("bad \xff byte"), "bad \\xff byte");
+  EXPECT_EQ(log_safe("cut \xe2\x80"), "cut \\xe2\\x80");            // truncated sequence
+  EXPECT_EQ(log_safe("overlong \xc0\xaf"), "overlong \\xc0\\xaf");  // '/' in two bytes
+  EXPECT_EQ(log_safe("csi \xc2\x9b"
+                     "2J"),
+            "csi \\xc2\\x9b2J");  // U+009B, a C1 control
+}
+
+TEST(LogSafe, LongTextIsCutWithAMarkerThatSaysHowMuchWasLeftOut) {
+  const std::string log(10000, 'x');
+  const std::string safe = log_safe(log, 100);
+  EXPECT_EQ(safe, std::string(100, 'x') + "...[9900 more bytes]");
+  EXPECT_EQ(log_safe("short", 100), "short");
+  EXPECT_EQ(log_safe("", 100), "");
+}
+
+TEST(LogSafe, TheCutNeverSplitsAnEscapeOrAUtf8Sequence) {
+  // "ab" then a newline (4 bytes escaped): a limit of 4 keeps "ab" and leaves the escape whole out.
+  EXPECT_EQ(log_safe("ab\ncd", 4), "ab...[3 more bytes]");
+  EXPECT_EQ(log_safe("ab\xc2\xb5"
+                     "cd",
+                     3),
+            "ab...[4 more bytes]");  // µ is two bytes
+  EXPECT_EQ(log_safe("ab\xc2\xb5"
+                     "cd",
+                     4),
+            "ab\xc2\xb5...[2 more bytes]");
+}
+
+// ---- LogRateLimiter ----
+
+struct FakeClock {
+  LogRateLimiter::Clock::time_point t{};
+  LogRateLimiter::NowFn fn() {
+    return [this] { return t; };
+  }
+  void advance(std::chrono::milliseconds d) { t += d; }
+};
+
+TEST(LogRateLimiter, LetsNLinesPerKeyThroughPerWindowAndCountsTheRest) {
+  FakeClock clock;
+  LogRateLimiter limiter(3, std::chrono::seconds(1), clock.fn());
+  int written = 0;
+  for (int i = 0; i < 10; ++i) {
+    LogRateLimiter::Verdict v = limiter.admit("malformed:peer-1");
+    written += v.log;
+    EXPECT_EQ(v.suppressed, 0u);
+    clock.advance(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(written, 3);
+  // Another key has its own budget.
+  EXPECT_TRUE(limiter.admit("malformed:peer-2").log);
+  // Within the window the first key stays quiet; after it, the next line reports all 8 dropped.
+  EXPECT_FALSE(limiter.admit("malformed:peer-1").log);
+  clock.advance(std::chrono::seconds(1));
+  LogRateLimiter::Verdict v = limiter.admit("malformed:peer-1");
+  EXPECT_TRUE(v.log);
+  EXPECT_EQ(v.suppressed, 8u);
+  EXPECT_EQ(limiter.admit("malformed:peer-1").suppressed, 0u);  // reported once
+}
+
+TEST(LogRateLimiter, ABurstThatStopsIsReportedByTakeSuppressedAfterItsWindow) {
+  FakeClock clock;
+  LogRateLimiter limiter(1, std::chrono::seconds(1), clock.fn());
+  for (int i = 0; i < 5; ++i) (void)limiter.admit("worker w1 silent");
+  EXPECT_TRUE(limiter.take_suppressed().empty());  // its window is still open
+  clock.advance(std::chrono::seconds(1));
+  auto taken = limiter.take_suppressed();
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].first, "worker w1 silent");
+  EXPECT_EQ(taken[0].second, 4u);
+  EXPECT_TRUE(limiter.take_suppressed().empty());
+  EXPECT_EQ(limiter.admit("worker w1 silent").suppressed, 0u);  // already reported
+}
+
+TEST(LogRateLimiter, KeysBeyondTheTableShareOneBudget) {
+  FakeClock clock;
+  LogRateLimiter limiter(1, std::chrono::seconds(1), clock.fn(), /*max_keys=*/2);
+  EXPECT_TRUE(limiter.admit("a").log);
+  EXPECT_TRUE(limiter.admit("b").log);
+  EXPECT_TRUE(limiter.admit("invented-1").log);  // the first line of "(other)"
+  for (int i = 2; i < 100; ++i) EXPECT_FALSE(limiter.admit("invented-" + std::to_string(i)).log);
+  clock.advance(std::chrono::seconds(1));
+  // Windows over and nothing owed by a and b: their places are free again.
+  EXPECT_TRUE(limiter.admit("c").log);
+}
+
+TEST(LogRateLimiter, LogLimitedWritesTheSuppressedCountBeforeTheNextLine) {
+  testing::TempDir dir;
+  RestoreLogging restore;
+  LogOptions o;
+  o.file = dir.file("limited.log");
+  o.component = "coordinator";
+  ASSERT_TRUE(configure_logging(o).is_ok());
+  FakeClock clock;
+  LogRateLimiter limiter(2, std::chrono::seconds(1), clock.fn());
+  for (int i = 0; i < 50; ++i) {
+    log_limited(limiter, spdlog::level::warn, "malformed",
+                "malformed message " + std::to_string(i));
+  }
+  clock.advance(std::chrono::seconds(1));
+  log_limited(limiter, spdlog::level::warn, "malformed", "malformed message 50");
+  const std::string text = read_file(o.file);
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  EXPECT_EQ(lines, 4u) << text;  // messages 0 and 1, the count, message 50
+  EXPECT_NE(text.find("malformed message 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("malformed message 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("suppressed 48 similar messages (malformed)"), std::string::npos) << text;
+  EXPECT_NE(text.find("malformed message 50"), std::string::npos) << text;
 }
 
 }  // namespace
