@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "agent/agent_daemon.h"
+#include "shared/endpoint.h"
 #include "shared/fatal.h"
 
 namespace kiln::cli {
@@ -20,6 +21,10 @@ std::atomic<bool> g_stop{false};  // reachable from the signal handler
 void on_signal(int) { g_stop.store(true); }
 
 int run_agent(agent::AgentOptions options, const std::string& backends) {
+  if (Status s = net::validate_endpoint(options.connect, net::EndpointUse::kConnect); !s.is_ok()) {
+    report_fatal("kiln agent: --connect " + s.message());
+    return 2;
+  }
   if (!options.llm_config.empty()) {
     if (options.proposer != "builtin" && options.proposer != "llm") {
       report_fatal("kiln agent: --llm goes with the llm proposer, not '" + options.proposer + "'");

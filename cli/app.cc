@@ -112,7 +112,15 @@ int run_app(int argc, char** argv) {
     std::fprintf(stderr, "kiln: %s\n", s.message().c_str());
     return 2;
   }
-  return action ? action() : 2;
+  if (!action) return 2;
+  // An exception no command caught still unwinds the stack, so that what the command started (a
+  // private redis-server, evaluator processes) is stopped by its owner, and the log says why.
+  try {
+    return action();
+  } catch (const std::exception& e) {
+    report_fatal(std::string("kiln: unexpected error: ") + e.what());
+    return 1;
+  }
 }
 
 }  // namespace kiln::cli

@@ -11,6 +11,7 @@
 
 #include "evaluator/daemon.h"
 #include "evaluator/toolchain.h"
+#include "shared/endpoint.h"
 #include "shared/fatal.h"
 
 namespace kiln::cli {
@@ -22,6 +23,11 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
 int run_daemon(eval::DaemonOptions options) {
+  // Before the ceilings are measured (seconds): a bad endpoint is a typo to fix now.
+  if (Status s = net::validate_endpoint(options.connect, net::EndpointUse::kConnect); !s.is_ok()) {
+    report_fatal("kiln evaluator: --connect " + s.message());
+    return 2;
+  }
   options.kiln_binary = std::filesystem::read_symlink("/proc/self/exe").string();
   if (options.cache_dir.empty()) options.cache_dir = eval::default_cache_dir();
   struct sigaction sa {};

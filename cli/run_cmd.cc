@@ -35,6 +35,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/resume_command.h"
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
 #include "evaluator/cuda/cuda_probe.h"
@@ -43,6 +44,7 @@
 #include "evaluator/toolchain.h"
 #include "shared/build_info.h"
 #include "shared/config.h"
+#include "shared/endpoint.h"
 #include "shared/fatal.h"
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
@@ -308,6 +310,27 @@ int run_search(const RunArgs& args) {
   }
   Result<std::chrono::seconds> budget = parse_duration(a.budget);
   if (!budget.is_ok()) return fail(budget.status().message());
+  // Checked before anything starts (the output folder, a private redis-server): a bad value found
+  // later would abort the search or leave them behind.
+  if (a.islands == 0)
+    return fail("--islands must be at least 1 (each island keeps its own elites)");
+  if (!a.coordinator_mode && a.evaluators == 0) {
+    return fail(
+        "--evaluators must be at least 1; for a search whose evaluators all run on other "
+        "machines, use `kiln coordinator`");
+  }
+  if (a.coordinator_mode && a.in_flight == 0) return fail("--in-flight must be at least 1");
+  if (!a.backend.empty() && a.backend != "cuda" && a.backend != "cpu") {
+    return fail("unknown backend '" + a.backend + "' for --backend (valid: cuda, cpu)");
+  }
+  if (a.coordinator_mode) {
+    Status bind = net::validate_endpoint(a.bind, net::EndpointUse::kBind);
+    if (!bind.is_ok()) return fail("--bind " + bind.message());
+  }
+  coordinator::SearchParams search_check = coordinator::search_params_from(search_config);
+  search_check.islands = a.islands;
+  if (Status s = coordinator::check_search_params(search_check); !s.is_ok())
+    return fail(s.message());
 
   // The folder, and Redis: a resume reads what to continue from it.
   std::error_code ec;
@@ -340,8 +363,23 @@ int run_search(const RunArgs& args) {
   const std::string where = a.redis.empty() ? out : "Redis at " + a.redis;
   Result<std::optional<coordinator::RunRecord>> recorded = coordinator::read_run_record(store);
   if (!recorded.is_ok()) return fail("reading the run in " + where + ": " + recorded.status().message());
-  const std::string resume_hint = std::string(a.coordinator_mode ? "kiln coordinator" : "kiln run") +
-                                  " --resume " + (a.redis.empty() ? "--out " + out : "--redis " + a.redis);
+  // Every option the run's record does not keep, so that the command works when pasted.
+  auto path = [](const std::string& p) { return p.empty() ? p : fs::absolute(p).string(); };
+  const std::string resume_hint = resume_command(
+      a.coordinator_mode ? "kiln coordinator" : "kiln run",
+      {{"--out", out},
+       {"--redis", a.redis},
+       {"--targets-dir", path(a.targets_dir)},
+       {"--bind", a.coordinator_mode ? a.bind : ""},
+       {"--config", path(a.config)},
+       {"--gpus", a.gpus},
+       {"--gpu-models", a.coordinator_mode && a.gpu_models != "auto" ? a.gpu_models : ""},
+       {"--in-flight", a.coordinator_mode && a.in_flight != 8 ? std::to_string(a.in_flight) : ""},
+       {"--cache-dir", path(a.cache_dir)},
+       {"--plan", path(a.plan)},
+       {"--llm", path(a.llm)}},
+      a.no_profile_guidance ? std::vector<std::string>{"--no-profile-guidance"}
+                            : std::vector<std::string>{});
   if (!a.resume && *recorded) {
     const coordinator::RunRecord& r = **recorded;
     std::string names;
@@ -540,6 +578,9 @@ int run_search(const RunArgs& args) {
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   const bool tty = isatty(STDERR_FILENO);
+  // Not a terminal (a log file, a pipe): a line per target when something changes, not the whole
+  // table every second.
+  ProgressLines progress_lines;
   auto publish = [&](const std::vector<coordinator::TargetReport>& reports) {
     for (const auto& r : reports) {  // for `kiln status`
       Status s = store.put_target_status(coordinator::unit_key(r.target, r.gpu_model), status_fields(r));
@@ -548,7 +589,11 @@ int run_search(const RunArgs& args) {
   };
   Status ran = engine.run(g_stop, [&](const std::vector<coordinator::TargetReport>& reports) {
     publish(reports);
-    if (tty) std::fprintf(stderr, "\033[H\033[2J");
+    if (!tty) {
+      std::fputs(progress_lines.update(reports, ProgressLines::Clock::now()).c_str(), stderr);
+      return;
+    }
+    std::fprintf(stderr, "\033[H\033[2J");
     print_status_table(reports, stderr);
     std::fprintf(stderr, "\n");
   });
@@ -580,7 +625,8 @@ void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a)
   sub->add_option("--targets", a->targets, "Comma-separated targets (default: all built-in)");
   sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
   sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
-  sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
+  sub->add_option("--islands", a->islands, "Islands per target (at least 1)")
+      ->capture_default_str();
   sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
   sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--config", a->config,
@@ -620,8 +666,12 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
       "and writes the same output folder as `kiln run`. The endpoint is also written to\n"
       "<out>/endpoint.");
   add_common_search_options(sub, a);
-  sub->add_option("--bind", a->bind, "ZeroMQ endpoint to bind (tcp://*:5555; port * picks a free one)")->capture_default_str();
-  sub->add_option("--backend", a->backend, "Backend of the evaluators (cuda or cpu; default cuda)");
+  sub->add_option(
+         "--bind", a->bind,
+         "ZeroMQ endpoint to bind: tcp://HOST:PORT with HOST an address, an interface or *\n"
+         "(every interface), PORT 1-65535 or * (a free one, written to <out>/endpoint)")
+      ->capture_default_str();
+  sub->add_option("--backend", a->backend, "Backend of the evaluators: cuda or cpu (default cuda)");
   sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")->capture_default_str();
   sub->add_option("--gpu-models", a->gpu_models,
                   "auto: each GPU model that connects gets its own population of every target (times\n"
@@ -650,7 +700,10 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
   add_common_search_options(sub, a);
   sub->add_option("--backend", a->backend, "cuda or cpu (default: cuda when a GPU is usable)");
   sub->add_option("--gpus", a->gpus, "Comma-separated GPU ordinals (default: every visible GPU)");
-  sub->add_option("--evaluators", a->evaluators, "cpu backend: evaluator processes to start")->capture_default_str();
+  sub->add_option("--evaluators", a->evaluators,
+                  "cpu backend: evaluator processes to start, at least 1 (a search with no local\n"
+                  "evaluators is `kiln coordinator`; on cuda it is one per GPU of --gpus)")
+      ->capture_default_str();
   sub->add_option("--redis", a->redis, "Use this Redis (redis://host:port or unix:///path) instead of a private one");
   sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
   sub->add_option("--cache-dir", a->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
