@@ -182,6 +182,7 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
   announce();
   spdlog::info("agent {} ({} proposer) connected to {}", options.worker_id, proposer.name(), options.connect);
   uint64_t answered = 0;
+  Status outcome = Status::ok();
   auto drain = [&] {
     std::deque<proto::Proposal> done;
     {
@@ -208,10 +209,12 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
         std::lock_guard<std::mutex> lock(queue.mu);
         queue.tasks.push_back({std::move(*task), Clock::now()});
         queue.cv.notify_one();
-      } else if (std::holds_alternative<proto::Bye>(env.body)) {
-        spdlog::info("coordinator said bye: {} ({} proposals made)", std::get<proto::Bye>(env.body).reason,
-                     answered);
-        break;
+      } else if (auto* bye = std::get_if<proto::Bye>(&env.body)) {
+        if (std::optional<Status> end = link.after_bye(*bye)) {
+          spdlog::info("{} proposals made", answered);
+          outcome = *end;
+          break;
+        }
       } else {
         link.refuse(env);
       }
@@ -228,8 +231,8 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
   for (std::thread& t : workers) t.join();
   write_stats(options.stats_path, proposer);
   if (nlohmann::json st = proposer.stats(); !st.empty()) spdlog::info("{} proposer statistics: {}", proposer.name(), st.dump());
-  link.send(proto::Bye{"agent stopping"});
-  return Status::ok();
+  if (outcome.is_ok()) link.send(proto::Bye{"agent stopping", std::string(proto::kByeLeaving)});
+  return outcome;
 }
 
 }  // namespace kiln::agent

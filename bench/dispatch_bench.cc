@@ -17,6 +17,7 @@
 
 #include "coordinator/dispatcher.h"
 #include "shared/local_redis.h"
+#include "shared/worker_link.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
 
@@ -42,13 +43,7 @@ void simulated_evaluator(zmq::context_t& ctx, const std::string& endpoint, int i
   if (!d.is_ok()) return;
   proto::IdGenerator ids("sim" + std::to_string(id));
   auto send = [&](proto::Message m) { (void)d->send(proto::encode({proto::kProtocolVersion, ids.next(), std::move(m)})); };
-  proto::Hello hello;
-  hello.role = "evaluator";
-  hello.node = "bench";
-  hello.worker_id = "sim" + std::to_string(id);
-  hello.backends = {"cpu"};
-  hello.capacity = credits;
-  send(hello);
+  send(net::evaluator_hello("sim" + std::to_string(id), "cpu", credits, "", "cpu/bench", {}));
   send(proto::Credit{credits});
   while (!stop.load()) {
     auto got = d->receive(20);
@@ -61,7 +56,10 @@ void simulated_evaluator(zmq::context_t& ctx, const std::string& endpoint, int i
       r.candidate_id = t->candidate_id;
       r.arch = "cpu/bench";
       r.outcome = proto::Outcome::kVerified;
+      for (std::string_view stage : proto::kVerifiedStages)
+        r.stages.push_back({std::string(stage), true, "", 0, 1});
       r.timing.median_us = 100;
+      r.timing.samples = 10;
       send(std::move(r));
       send(proto::Credit{1});
     } else if (std::holds_alternative<proto::Heartbeat>(env->body)) {

@@ -9,7 +9,6 @@
 
 #include <dlfcn.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "evaluator/profile/plan.h"
 #include "evaluator/profile/plan_table.h"
 #include "evaluator/profile/trace.h"
+#include "shared/child_process.h"
 #include "shared/fatal.h"
 
 extern char** environ;
@@ -127,40 +127,22 @@ Result<int> run_program(const std::vector<std::string>& command, const std::stri
   }
   env.push_back("CUDA_INJECTION64_PATH=" + inject);
   env.push_back("KILN_PROFILE_DIR=" + trace_dir);
-  std::vector<char*> envp, argv;
-  for (auto& s : env) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = command;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-
   struct sigaction ignore{}, old_int{}, old_quit{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
-  // The child must not inherit the ignored dispositions: reset them to default in the spawn.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGINT);
-  sigaddset(&defaults, SIGQUIT);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
-  posix_spawnattr_destroy(&attr);
-  int status = 0;
-  if (rc == 0) {
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-  }
+  // The child starts with every signal at its default disposition (ChildProcess), so Ctrl-C
+  // reaches the program while kiln ignores it.
+  SpawnOptions spawn;
+  spawn.argv = command;
+  spawn.env = std::move(env);
+  Result<ChildProcess> child = ChildProcess::spawn(spawn);
+  ExitStatus status;
+  if (child.is_ok()) status = child->wait();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
-  if (rc != 0) return not_found("cannot run '" + command[0] + "': " + std::strerror(rc));
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
+  if (!child.is_ok()) return not_found(child.status().message());
+  return status.term_signal != 0 ? 128 + status.term_signal : status.exit_code;
 }
 
 void print_warnings(const profile::TraceSet& set) {

@@ -35,6 +35,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/local_workers.h"
 #include "cli/resume_command.h"
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
@@ -104,51 +105,6 @@ Result<std::chrono::seconds> parse_duration(const std::string& text) {
   if (scale < 0 || v < 0) return invalid_argument("--budget: '" + text + "' is not a duration like 90s, 30m or 2h");
   return std::chrono::seconds(static_cast<int64_t>(v * scale));
 }
-
-// A child process killed (SIGTERM, then SIGKILL) when this object goes away.
-class Child {
- public:
-  static Result<std::unique_ptr<Child>> spawn(const std::vector<std::string>& argv, const std::string& log) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) return unavailable("opening " + log + ": " + std::strerror(errno));
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid < 0) {
-      const int err = errno;
-      close(fd);
-      return unavailable("starting " + argv[0] + ": " + std::strerror(err));
-    }
-    if (pid == 0) {
-      // Only async-signal-safe calls until exec. The child is told (SIGTERM) when this process
-      // dies, however it dies: a coordinator killed with SIGKILL leaves no evaluator behind, and
-      // `kiln run --resume` starts its own.
-      if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(127);
-      if (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0) _exit(127);
-      execve(args[0], args.data(), environ);
-      _exit(127);
-    }
-    close(fd);
-    return std::unique_ptr<Child>(new Child(pid));
-  }
-  ~Child() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 50; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  explicit Child(pid_t pid) : pid_(pid) {}
-  pid_t pid_;
-};
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -482,6 +438,8 @@ int run_search(const RunArgs& args) {
   zmq::context_t ctx;
   coordinator::DispatcherOptions dopts;
   if (a.coordinator_mode) dopts.bind = a.bind;
+  // Evaluators must hold the same target specs as this run: one with another copy is refused.
+  for (const auto& t : runnable) dopts.spec_hashes[t.name] = t.spec_hash;
   auto dispatcher = coordinator::Dispatcher::create(ctx, store, dopts);
   if (!dispatcher.is_ok()) return fail("binding the coordinator: " + dispatcher.status().message());
   const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, local_evaluators);
@@ -543,34 +501,32 @@ int run_search(const RunArgs& args) {
   }
   const std::string self = fs::read_symlink("/proc/self/exe", ec).string();
   const std::string cache = a.cache_dir.empty() ? eval::default_cache_dir() : a.cache_dir;
-  std::vector<std::unique_ptr<Child>> evaluators;
+  LocalWorkers workers(who, out + "/evaluators.pid");
   std::ofstream(out + "/endpoint") << (*dispatcher)->endpoint() << "\n";
   if (a.coordinator_mode) {
-    std::fprintf(stderr, "kiln coordinator: listening on %s; start workers with\n"
-                         "  kiln evaluator --connect %s --backend %s [--gpu N]\n",
-                 (*dispatcher)->endpoint().c_str(), (*dispatcher)->endpoint().c_str(), backend.c_str());
+    std::fprintf(stderr,
+                 "kiln coordinator: listening on %s; start workers with\n"
+                 "  kiln evaluator --connect %s --backend %s [--gpu N]%s\n",
+                 (*dispatcher)->endpoint().c_str(), (*dispatcher)->endpoint().c_str(),
+                 backend.c_str(), a.targets_dir.empty() ? "" : (" --targets-dir " + root).c_str());
   }
   for (size_t i = 0; i < count; ++i) {
     std::vector<std::string> argv = {self, "evaluator", "--connect", (*dispatcher)->endpoint(), "--backend",
                                      backend, "--targets-dir", root, "--cache-dir", cache, "--worker-id",
                                      "local-" + backend + std::to_string(i)};
     if (backend == "cuda") argv.insert(argv.end(), {"--gpu", std::to_string(gpus[i])});
-    auto child = Child::spawn(argv, out + "/evaluator-" + std::to_string(i) + ".log");
-    if (!child.is_ok()) return fail(child.status().message());
-    evaluators.push_back(std::move(child).value());
+    Status started =
+        workers.start("evaluator " + std::to_string(i), std::move(argv),
+                      out + "/evaluator-" + std::to_string(i) + ".log", /*evaluator=*/true);
+    if (!started.is_ok()) return fail(started.message());
   }
-  std::unique_ptr<Child> llm_agent;
   if (!a.llm.empty()) {  // an LLM proposal agent beside the built-in proposer (docs/llm.md)
     std::vector<std::string> argv = {self, "agent", "--connect", (*dispatcher)->endpoint(), "--llm", a.llm,
                                      "--targets-dir", root, "--stats", out + "/llm-stats.json"};
-    auto child = Child::spawn(argv, out + "/agent-llm.log");
-    if (!child.is_ok()) return fail(child.status().message());
-    llm_agent = std::move(child).value();
+    Status started = workers.start("the LLM agent", std::move(argv), out + "/agent-llm.log",
+                                   /*evaluator=*/false);
+    if (!started.is_ok()) return fail(started.message());
     std::fprintf(stderr, "%s: LLM agent started with %s (log %s/agent-llm.log)\n", who, a.llm.c_str(), out.c_str());
-  }
-  {  // for operators and fault tests: which processes are this run's evaluators
-    std::ofstream pids(out + "/evaluators.pid");
-    for (const auto& e : evaluators) pids << e->pid() << "\n";
   }
   std::fprintf(stderr, "kiln run: %zu target(s) on the %s backend, %zu evaluator(s), budget %llds, redis %s, output %s\n",
                runnable.size(), backend.c_str(), count, static_cast<long long>(total_budget.count()), url.c_str(), out.c_str());
@@ -588,6 +544,7 @@ int run_search(const RunArgs& args) {
     }
   };
   Status ran = engine.run(g_stop, [&](const std::vector<coordinator::TargetReport>& reports) {
+    workers.supervise();  // a local worker that died is started again
     publish(reports);
     if (!tty) {
       std::fputs(progress_lines.update(reports, ProgressLines::Clock::now()).c_str(), stderr);
@@ -599,7 +556,16 @@ int run_search(const RunArgs& args) {
   });
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  (*dispatcher)->shutdown("run finished");
+  // Workers exit only when the run is over; a coordinator that stops short of that (a failure,
+  // Ctrl-C, SIGTERM) tells them to wait for it to come back (`kiln coordinator --resume`).
+  if (ran.is_ok() && engine.finished()) {
+    (*dispatcher)->shutdown(proto::kByeFinished, "run finished");
+  } else {
+    (*dispatcher)
+        ->shutdown(proto::kByeStopping,
+                   ran.is_ok() ? "the coordinator was stopped" : "the coordinator failed");
+  }
+  workers.stop_all();
   publish(engine.reports());
   if (!ran.is_ok()) {
     report_fatal(std::string(who) + ": the search stopped: " + ran.to_string());

@@ -2,13 +2,14 @@
 // handed out, a result) goes to Redis before the message that depends on it leaves.
 #include "coordinator/dispatcher.h"
 
-#include "shared/redis_keys.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <limits>
 #include <utility>
+
+#include "shared/redis_keys.h"
+#include "shared/text.h"
 
 namespace kiln::coordinator {
 namespace {
@@ -189,7 +190,29 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
   auto it = in_flight_.find(result.task_id);
   if (it == in_flight_.end() || it->second.task.candidate_id != result.candidate_id) {
     ++stats_.duplicates;  // late (already answered or requeued and answered) or unknown
-    spdlog::info("dropping a result for task {} from {}: not in flight", result.task_id, peer);
+    spdlog::info("dropping a result for task {} from {}: not in flight", log_safe(result.task_id),
+                 log_safe(peer));
+    return false;
+  }
+  if (it->second.peer != peer) {
+    // Only the lease holder answers a task: anyone else is late (the task was taken from it and
+    // handed out again) or forging; its answer must not crowd out the holder's.
+    ++stats_.forged;
+    spdlog::warn("refusing a result for task {} from {}: the task is leased to another worker",
+                 log_safe(result.task_id), log_safe(peer));
+    return false;
+  }
+  if (std::string why = proto::result_inconsistency(result); !why.empty()) {
+    ++stats_.forged;
+    spdlog::warn("refusing a result for task {} from {}: {}", log_safe(result.task_id),
+                 log_safe(peer), why);
+    requeue(result.task_id, "its worker sent an inconsistent result (" + why + ")", false);
+    return false;
+  }
+  if (result.worker_fault) {
+    Flight f = std::move(it->second);
+    in_flight_.erase(it);
+    on_worker_fault(std::move(f), result);
     return false;
   }
   // The worker names its arch; a name that cannot be part of a key is stored made safe, never
@@ -202,9 +225,95 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
   if (auto w = workers_.find(it->second.peer); w != workers_.end()) w->second.tasks.erase(result.task_id);
   in_flight_.erase(it);
   kills_.erase(result.task_id);
+  faulted_.erase(result.task_id);
   ++stats_.results;
   merged_.push_back(std::move(result));
   return true;
+}
+
+void Dispatcher::on_worker_fault(Flight f, const proto::EvaluationResult& result) {
+  ++stats_.worker_faults;
+  auto w = workers_.find(f.peer);
+  const std::string worker_id = w != workers_.end() ? w->second.hello.worker_id : f.peer;
+  if (w != workers_.end()) w->second.tasks.erase(f.task.task_id);
+  std::set<std::string>& tried = faulted_[f.task.task_id];
+  tried.insert(worker_id);
+  spdlog::warn("evaluator {} could not evaluate task {}: {}; the task goes to another evaluator",
+               log_safe(worker_id), log_safe(f.task.task_id), log_safe(result.log, 400));
+  if (tried.size() >= options_.max_kills) {
+    std::string reason = "quarantined: " + std::to_string(tried.size()) +
+                         " evaluators could not evaluate it (last: " + log_safe(result.log, 400) +
+                         ")";
+    spdlog::error("task {} (candidate {}): {}", f.task.task_id, f.task.candidate_id, reason);
+    Status released = store_->release_lease(f.task.task_id);
+    if (!released.is_ok())
+      spdlog::warn("releasing lease {}: {}", f.task.task_id, released.to_string());
+    faulted_.erase(f.task.task_id);
+    quarantined_.push_back({std::move(f.task), std::move(reason)});
+    return;
+  }
+  ++stats_.requeued;
+  queued_ids_.insert(f.task.task_id);
+  queue_.push_front(std::move(f.task));
+}
+
+std::string Dispatcher::spec_mismatch(const proto::Hello& hello) const {
+  if (hello.role != proto::kRoleEvaluator) return "";
+  std::string problems;
+  for (const auto& [target, hash] : options_.spec_hashes) {
+    auto it = hello.spec_hashes.find(target);
+    std::string problem;
+    if (it == hello.spec_hashes.end()) {
+      problem = "it has no target '" + target + "'";
+    } else if (it->second != hash) {
+      problem = "its target '" + target + "' differs from the run's (spec hash " +
+                log_safe(it->second, 12) + " there, " + hash.substr(0, 12) + " here)";
+    }
+    if (!problem.empty()) problems += (problems.empty() ? "" : "; ") + problem;
+  }
+  if (problems.empty()) return "";
+  return problems +
+         ". Start the evaluator with --targets-dir naming a copy of the coordinator's target "
+         "folders "
+         "(the same files: `kiln targets` on both shows them)";
+}
+
+void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello) {
+  if (std::string why = spec_mismatch(hello); !why.empty()) {
+    ++stats_.refused_workers;
+    spdlog::warn("refusing evaluator {} on {}: {}", log_safe(hello.worker_id), log_safe(hello.node),
+                 why);
+    send(peer, proto::make_error_reply(
+                   "", std::string(proto::kErrorRefused),
+                   "this coordinator refuses evaluator " + log_safe(hello.worker_id) + ": " + why)
+                   .body);
+    drop_worker(peer, "its worker was refused", false);
+    return;
+  }
+  // A worker that reconnects announces itself again from a new connection (it gave up on us:
+  // a coordinator that was busy too long, a network blip). What it held under the old
+  // connection goes back to the queue now rather than when its leases expire (minutes); if it
+  // still answers one of them, the answer is refused (it no longer holds the lease).
+  if (!hello.worker_id.empty()) {
+    std::vector<std::string> old;
+    for (const auto& [p, w] : workers_) {
+      if (p != peer && w.hello.worker_id == hello.worker_id) old.push_back(p);
+    }
+    for (const std::string& p : old)
+      drop_worker(p, "worker " + hello.worker_id + " reconnected", false);
+  }
+  Worker& w = workers_[peer];
+  // A hello on a connection that already holds tasks (the worker was told it was unknown, or
+  // announced again after a back-off): the tasks it holds are still its own.
+  w.hello = hello;
+  w.credits = 0;
+  std::string backends;
+  for (const auto& b : hello.backends) backends += (backends.empty() ? "" : ",") + b;
+  spdlog::info("worker {} joined: {} on {}, backends {}{}{}", log_safe(hello.worker_id),
+               log_safe(hello.role), log_safe(hello.node),
+               backends.empty() ? "none" : log_safe(backends),
+               hello.gpu_model.empty() ? "" : ", GPU " + log_safe(hello.gpu_model),
+               hello.arch.empty() ? "" : ", arch " + log_safe(hello.arch));
 }
 
 Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
@@ -213,59 +322,43 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload) {
   Result<proto::Envelope> env = proto::decode(payload);
   if (!env.is_ok()) {
     ++stats_.malformed;
-    spdlog::warn("malformed message from {}: {}", peer, env.status().message());
+    spdlog::warn("malformed message from {}: {}", log_safe(peer), env.status().message());
     send(peer, proto::make_error_reply("", proto::error_code_for(env.status()), env.status().message()).body);
     return Status::ok();
   }
-  auto worker = workers_.find(peer);
   if (auto* hello = std::get_if<proto::Hello>(&env->body)) {
-    // A worker that reconnects announces itself again from a new connection (it gave up on us:
-    // a coordinator that was busy too long, a network blip). What it held under the old
-    // connection goes back to the queue now rather than when its leases expire (minutes); if it
-    // still answers one of them, whichever answer comes first is merged.
-    if (!hello->worker_id.empty()) {
-      std::vector<std::string> old;
-      for (const auto& [p, w] : workers_) {
-        if (p != peer && w.hello.worker_id == hello->worker_id) old.push_back(p);
-      }
-      for (const std::string& p : old) {
-        drop_worker(p, "worker " + hello->worker_id + " reconnected", false);
-      }
-    }
-    Worker& w = workers_[peer];
-    w.hello = *hello;
-    w.credits = 0;
-    spdlog::info("worker {} ({} on {}, backends {}) joined", hello->worker_id, hello->role, hello->node,
-                 hello->backends.empty() ? "none" : hello->backends.front());
+    on_hello(peer, *hello);
+    return Status::ok();
+  }
+  auto worker = workers_.find(peer);
+  if (worker == workers_.end()) {
+    if (std::holds_alternative<proto::Bye>(env->body)) return Status::ok();
+    // A worker dropped as silent (stopped, cut off) that comes back, or one that never said hello
+    // since this coordinator started: whatever it sends is refused, and it announces itself again.
+    ++stats_.unknown_peers;
+    if (std::holds_alternative<proto::EvaluationResult>(env->body)) ++stats_.duplicates;
+    spdlog::info("{} from unknown peer {}: telling it to say hello", proto::type_name(env->body),
+                 log_safe(peer));
+    send(peer, proto::make_error_reply(env->id, std::string(proto::kErrorUnknownPeer),
+                                       "this coordinator does not know you; say hello first")
+                   .body);
     return Status::ok();
   }
   if (auto* proposal = std::get_if<proto::Proposal>(&env->body)) {
     on_proposal(peer, std::move(*proposal));
-    return Status::ok();
-  }
-  if (auto* result = std::get_if<proto::EvaluationResult>(&env->body)) {
-    // Taken from any peer: a worker declared dead, or one that has not said hello again since a
-    // coordinator restart, may still deliver the answer to a task in flight.
+  } else if (auto* result = std::get_if<proto::EvaluationResult>(&env->body)) {
     KILN_ASSIGN_OR_RETURN(bool merged, on_result(peer, std::move(*result)));
     (void)merged;
-    return Status::ok();
-  }
-  if (worker == workers_.end()) {
-    send(peer, proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
-                                       "say hello first").body);
-    return Status::ok();
-  }
-  if (auto* credit = std::get_if<proto::Credit>(&env->body)) {
+  } else if (auto* credit = std::get_if<proto::Credit>(&env->body)) {
     worker->second.credits += credit->count;
   } else if (auto* bye = std::get_if<proto::Bye>(&env->body)) {
-    spdlog::info("worker {} left: {}", worker->second.hello.worker_id, bye->reason);
+    spdlog::info("worker {} left: {}", log_safe(worker->second.hello.worker_id),
+                 log_safe(bye->reason));
     drop_worker(peer, "its worker left", false);
-  } else if (std::holds_alternative<proto::Heartbeat>(env->body) ||
-             std::holds_alternative<proto::Error>(env->body)) {
-    if (auto* e = std::get_if<proto::Error>(&env->body)) {
-      spdlog::warn("worker {} reported: {} {}", worker->second.hello.worker_id, e->code, e->message);
-    }
-  } else {
+  } else if (auto* e = std::get_if<proto::Error>(&env->body)) {
+    spdlog::warn("worker {} reported: {} {}", log_safe(worker->second.hello.worker_id),
+                 log_safe(e->code), log_safe(e->message));
+  } else if (!std::holds_alternative<proto::Heartbeat>(env->body)) {
     send(peer, proto::make_error_reply(env->id, std::string(proto::kErrorBadMessage),
                                        "the coordinator does not accept '" +
                                            std::string(proto::type_name(env->body)) + "' messages").body);
@@ -288,8 +381,10 @@ Status Dispatcher::dispatch() {
       proposals_in_flight_[id] = {std::move(task), peer, Clock::now() + options_.proposal_timeout};
     }
     while (w.credits > 0) {
-      auto it = std::find_if(queue_.begin(), queue_.end(),
-                             [&](const proto::EvaluateTask& t) { return serves(w.hello, t); });
+      auto it = std::find_if(queue_.begin(), queue_.end(), [&](const proto::EvaluateTask& t) {
+        auto f = faulted_.find(t.task_id);
+        return serves(w.hello, t) && (f == faulted_.end() || !f->second.count(w.hello.worker_id));
+      });
       if (it == queue_.end()) break;
       proto::EvaluateTask task = std::move(*it);
       queue_.erase(it);
@@ -340,8 +435,8 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
     auto w = workers_.find(peer);
     if (w == workers_.end()) continue;
     ++stats_.workers_lost;
-    spdlog::warn("worker {} is silent; its {} task(s) go back to the queue", w->second.hello.worker_id,
-                 w->second.tasks.size());
+    spdlog::warn("worker {} is silent; its {} task(s) go back to the queue",
+                 log_safe(w->second.hello.worker_id), w->second.tasks.size());
     drop_worker(peer, "worker " + w->second.hello.worker_id + " went silent", true);
   }
   std::vector<std::string> stale;
@@ -362,8 +457,8 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
   return std::move(merged_);
 }
 
-void Dispatcher::shutdown(const std::string& reason) {
-  for (const auto& [peer, w] : workers_) send(peer, proto::Bye{reason});
+void Dispatcher::shutdown(std::string_view code, const std::string& reason) {
+  for (const auto& [peer, w] : workers_) send(peer, proto::Bye{reason, std::string(code)});
 }
 
 }  // namespace kiln::coordinator

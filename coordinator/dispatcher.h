@@ -7,6 +7,13 @@
 //   queue; after a coordinator restart recover() re-queues every lease found in Redis;
 // - none is counted twice: a result is merged only while its task is in flight; a late or
 //   duplicate answer is dropped (and counted), and results are written once in Redis;
+// - none is forged: a result is merged only from the worker that holds the task's lease, and a
+//   `verified` one only with every stage a verified result runs (proto::result_inconsistency);
+//   anything else is refused and counted. A worker the dispatcher does not know is told so
+//   (kErrorUnknownPeer) and announces itself again;
+// - a misconfigured evaluator does not judge: its hello must name every target of the run with
+//   the run's spec hash (else it is refused with what to do), and a result it marks worker_fault
+//   sends the task to another evaluator, never blaming the candidate;
 // - a task that was in flight on `max_kills` workers that died is quarantined as poison with the
 //   reason, instead of killing the farm one worker at a time;
 // - a malformed message gets an error reply naming the problem, and the loop goes on.
@@ -22,8 +29,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "shared/heartbeat.h"
@@ -44,6 +51,9 @@ struct DispatcherOptions {
   // How long an agent may take over one `propose` task (an LLM call with its retries).
   std::chrono::milliseconds proposal_timeout{std::chrono::minutes(3)};
   std::string node = "coordinator";
+  // The run's targets and their spec hashes: an evaluator whose hello lacks one or names another
+  // hash is refused. Empty: no check (tests of the dispatch layer alone).
+  std::map<std::string, std::string> spec_hashes;
 };
 
 // A task given up on, with why.
@@ -63,6 +73,10 @@ struct DispatchStats {
   uint64_t proposals_sent = 0;     // propose tasks handed to agents
   uint64_t proposals = 0;          // proposals received in time
   uint64_t proposals_failed = 0;   // agent lost, timed out, or answered with an error
+  uint64_t forged = 0;             // results refused: not from the lease holder, or not consistent
+  uint64_t unknown_peers = 0;      // messages from peers that had not said hello (told to)
+  uint64_t worker_faults = 0;      // results an evaluator marked worker_fault (task sent elsewhere)
+  uint64_t refused_workers = 0;    // hellos refused (target specs differ from the run's)
 };
 
 class Dispatcher {
@@ -94,8 +108,9 @@ class Dispatcher {
   // Returns the results merged in this turn. Fails only when the socket or Redis is unusable.
   Result<std::vector<proto::EvaluationResult>> poll(int timeout_ms);
 
-  // Says bye to every worker (they stop or reconnect elsewhere).
-  void shutdown(const std::string& reason);
+  // Says bye to every worker with `code` (proto::kByeFinished: the run is over and they exit;
+  // kByeStopping: this coordinator stops, they wait for it to come back).
+  void shutdown(std::string_view code, const std::string& reason);
 
   size_t queued() const { return queue_.size(); }
   size_t in_flight() const { return in_flight_.size(); }
@@ -135,6 +150,11 @@ class Dispatcher {
   void on_proposal(const std::string& peer, proto::Proposal proposal);
   // Requeues the worker's tasks, fails the proposals it was asked for, and forgets it.
   void drop_worker(const std::string& peer, const std::string& why, bool died);
+  void on_hello(const std::string& peer, const proto::Hello& hello);
+  // Why an evaluator's targets differ from the run's (empty when they match or are not checked).
+  std::string spec_mismatch(const proto::Hello& hello) const;
+  // A result the lease holder marked worker_fault: the task goes to another evaluator.
+  void on_worker_fault(Flight flight, const proto::EvaluationResult& result);
 
   redis::Store* store_;
   DispatcherOptions options_;
@@ -146,6 +166,8 @@ class Dispatcher {
   std::set<std::string> queued_ids_;          // task ids in queue_
   std::map<std::string, Flight> in_flight_;    // by task id
   std::map<std::string, uint32_t> kills_;      // task id -> workers lost while holding it
+  std::map<std::string, std::set<std::string>>
+      faulted_;                                  // task id -> worker ids that could not run it
   std::vector<proto::EvaluationResult> merged_;  // this turn's results
   std::vector<Quarantined> quarantined_;
   std::deque<ProposalFlight> proposal_queue_;  // peer empty; deadline counts from submit

@@ -436,6 +436,10 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
   task.target = st.spec.name;
   task.backend = options_.backend;
   task.gpu_model = st.gpu_model;
+  task.spec_hash = st.spec.spec_hash;
+  // Template configurations (and children of them) carry the template's parameters; the seed and
+  // its rewrites carry none. The evaluator takes the kernel's geometry from the kind it is told.
+  task.kind = std::string(params.empty() ? proto::kKindSeed : proto::kKindTemplate);
   task.source = source;
   task.params = params;
   task.dtypes = {std::string(dtype_name(st.dtype))};
@@ -829,6 +833,8 @@ Status Engine::replay_submit(const Entry& e) {
   p.task.target = st.spec.name;
   p.task.backend = options_.backend;
   p.task.gpu_model = st.gpu_model;
+  p.task.spec_hash = st.spec.spec_hash;
+  p.task.kind = std::string(params.empty() ? proto::kKindSeed : proto::kKindTemplate);
   p.task.source = source;
   p.task.params = params;
   p.task.dtypes = {std::string(dtype_name(st.dtype))};

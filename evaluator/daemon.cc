@@ -2,24 +2,24 @@
 // evaluators (one per target) and the toolchain. They meet in two small queues under one mutex.
 #include "evaluator/daemon.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
-#include "shared/build_info.h"
 #include "evaluator/ceilings.h"
 #include "evaluator/compile_pool.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/toolchain.h"
+#include "shared/build_info.h"
 #include "shared/protocol.h"
 #include "shared/target_spec.h"
 #include "shared/worker_link.h"
@@ -37,9 +37,13 @@ class Worker {
     proto::EvaluationResult r;
     Result<Prepared> p = prepare(task);
     if (!p.is_ok()) {
+      // Nothing about the candidate was judged: this evaluator cannot run the task as sent (a
+      // target it cannot load, a spec that differs from the coordinator's, another backend).
+      // The coordinator gives the task to another evaluator.
       r.outcome = proto::Outcome::kInternalError;
+      r.worker_fault = true;
       r.log = p.status().message();
-      spdlog::warn("task {}: {}", task.task_id, r.log);
+      spdlog::warn("task {}: cannot evaluate here: {}", task.task_id, r.log);
     } else {
       r = p->evaluator->evaluate(p->candidate, p->dtype);
     }
@@ -75,13 +79,29 @@ class Worker {
     }
     KILN_ASSIGN_OR_RETURN(CandidateEvaluator * ev, evaluator_for(task.target));
     const TargetSpec& t = targets_.at(task.target);
-    const BackendSpec& b = *t.backend(options_.backend);
-    // Template geometry when every parameter belongs to the template's space; else the seed's.
-    bool tunable = b.tunable && !task.params.empty();
-    for (const auto& [k, v] : task.params) tunable = tunable && b.tunable->space.count(k);
-    const KernelSpec& spec = tunable ? *b.tunable : b.seed;
-    Prepared p{ev, CandidateSpec{task.candidate_id, task.source, spec.kernel_name, spec.defines, &spec},
-               b.dtypes.front()};
+    if (!task.spec_hash.empty() && task.spec_hash != t.spec_hash) {
+      return failed_precondition(
+          "target '" + task.target + "' in " + options_.targets_dir +
+          " differs from the coordinator's (spec hash " + t.spec_hash.substr(0, 12) + " here, " +
+          task.spec_hash.substr(0, 12) +
+          " there): start this evaluator with --targets-dir naming the same target folders");
+    }
+    const BackendSpec* b = t.backend(options_.backend);
+    if (!b)
+      return failed_precondition("target '" + task.target + "' has no " + options_.backend +
+                                 " kernels here");
+    // The task says which kernel the source is; nothing is guessed from its parameters.
+    const bool tunable = task.kind == proto::kKindTemplate;
+    if (!tunable && task.kind != proto::kKindSeed) {
+      return invalid_argument("task names no kernel kind ('" + task.kind +
+                              "'; expected seed or template)");
+    }
+    if (tunable && !b->tunable)
+      return failed_precondition("target '" + task.target + "' has no template here");
+    const KernelSpec& spec = tunable ? *b->tunable : b->seed;
+    Prepared p{ev,
+               CandidateSpec{task.candidate_id, task.source, spec.kernel_name, spec.defines, &spec},
+               b->dtypes.front()};
     for (const auto& [k, v] : task.params) p.candidate.params[k] = v;
     p.candidate.profile = task.profile;
     if (!task.dtypes.empty()) {
@@ -131,6 +151,23 @@ struct Mailbox {
   std::deque<proto::EvaluationResult> results;
   bool closing = false;
 };
+
+// The spec hash of every target under `dir` that loads; one that does not is left out (the
+// coordinator then refuses this evaluator for a run that needs it) and logged.
+std::map<std::string, std::string> target_hashes(const std::string& dir) {
+  std::map<std::string, std::string> hashes;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (!entry.is_directory() || !std::filesystem::exists(entry.path() / "target.json")) continue;
+    Result<TargetSpec> t = load_target(entry.path().string());
+    if (t.is_ok())
+      hashes[t->name] = t->spec_hash;
+    else
+      spdlog::warn("target {} does not load: {}", entry.path().string(), t.status().message());
+  }
+  if (ec) spdlog::warn("listing targets in {}: {}", dir, ec.message());
+  return hashes;
+}
 
 std::string default_worker_id(const DaemonOptions& o) {
   char host[256] = {};
@@ -197,16 +234,24 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
     worker_thread.join();
   };
 
+  const proto::Hello hello =
+      net::evaluator_hello(options.worker_id, options.backend, options.capacity,
+                           options.backend == "cpu" ? "" : ceilings.device, ceilings.arch,
+                           target_hashes(options.targets_dir));
+
   uint32_t held = 0;  // tasks received and not yet answered
   auto announce = [&] {
-    link.send(net::worker_hello(proto::kRoleEvaluator, options.worker_id, {options.backend}, options.capacity));
+    link.send(hello);
     // Tasks held across a reconnect were handed out by the old connection; the coordinator
     // re-queues them when their leases expire, so credit is offered only for free slots.
     if (options.capacity > held) link.send(proto::Credit{options.capacity - held});
   };
   announce();
-  spdlog::info("evaluator {} connected to {} ({} backend, capacity {})", options.worker_id,
-               options.connect, options.backend, options.capacity);
+  spdlog::info("evaluator {} connected to {} ({} backend{}, capacity {}, {} target(s))",
+               options.worker_id, options.connect, options.backend,
+               hello.gpu_model.empty() ? "" : ", " + hello.gpu_model, options.capacity,
+               hello.spec_hashes.size());
+  Status outcome = Status::ok();
 
   while (!stop.load()) {
     Result<std::optional<proto::Envelope>> got = link.receive(100);
@@ -221,9 +266,11 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
         std::lock_guard lock(box.mu);
         box.tasks.push_back(std::move(*task));
         box.cv.notify_one();
-      } else if (std::holds_alternative<proto::Bye>(env.body)) {
-        spdlog::info("coordinator said bye: {}", std::get<proto::Bye>(env.body).reason);
-        break;
+      } else if (auto* bye = std::get_if<proto::Bye>(&env.body)) {
+        if (std::optional<Status> end = link.after_bye(*bye)) {
+          outcome = *end;
+          break;
+        }
       } else {
         link.refuse(env);
       }
@@ -240,9 +287,9 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
     }
     link.keep_alive(stop, announce);
   }
-  link.send(proto::Bye{"evaluator stopping"});
+  if (outcome.is_ok()) link.send(proto::Bye{"evaluator stopping", std::string(proto::kByeLeaving)});
   close_worker();
-  return Status::ok();
+  return outcome;
 }
 
 }  // namespace kiln::eval

@@ -49,6 +49,10 @@ class PeerLiveness {
   // reconnect_max_ms. on_message() starts the sequence over.
   std::chrono::milliseconds next_reconnect_delay();
 
+  // The server said it is going away: it counts as dead from now (the caller reconnects with
+  // back-off until it answers again).
+  void mark_server_gone() { last_heard_ = SteadyTime{}; }
+
   // After reconnecting: the new connection gets a full liveness countdown; the back-off is kept
   // (only a message from the server proves it is back).
   void on_reconnect(SteadyTime now);

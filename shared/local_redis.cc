@@ -2,7 +2,6 @@
 #include "shared/local_redis.h"
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -75,25 +74,20 @@ Result<std::unique_ptr<LocalRedis>> LocalRedis::start(const LocalRedisOptions& o
     if (!out) return unavailable("writing " + conf);
   }
   r->server_ = find_redis_server();
-  std::vector<char*> argv = {r->server_.data(), conf.data(), nullptr};
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setpgroup(&attr, 0);  // Ctrl-C in a terminal goes to kiln, which stops redis
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  int err = posix_spawnp(&r->pid_, r->server_.c_str(), nullptr, &attr, argv.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  if (err != 0) {
-    r->pid_ = -1;
-    return unavailable("starting " + r->server_ + ": " + std::strerror(err) +
-                       " (install redis-server: scripts/bootstrap)");
+  SpawnOptions spawn;
+  spawn.argv = {r->server_, conf};
+  spawn.new_process_group = true;  // Ctrl-C in a terminal goes to kiln, which stops redis
+  Result<ChildProcess> child = ChildProcess::spawn(spawn);
+  if (!child.is_ok()) {
+    return unavailable(child.status().message() + " (install redis-server: scripts/bootstrap)");
   }
+  r->child_.emplace(std::move(child).value());
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options.start_timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
     if (accepts_connections(r->socket_)) return r;
-    int status = 0;
-    if (waitpid(r->pid_, &status, WNOHANG) == r->pid_) {
-      r->pid_ = -1;
+    if (!r->child_->running()) {
+      r->child_.reset();
       return unavailable(r->server_ + " exited at start; its log says:\n" + log_tail(dir + "/redis.log"));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -103,23 +97,13 @@ Result<std::unique_ptr<LocalRedis>> LocalRedis::start(const LocalRedisOptions& o
 }
 
 void LocalRedis::kill_now() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  waitpid(pid_, nullptr, 0);
-  pid_ = -1;
+  if (child_) child_->kill_now();
+  child_.reset();
 }
 
 LocalRedis::~LocalRedis() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
-  for (int i = 0; i < 300; ++i) {
-    if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  kill_now();
+  // SIGTERM: redis-server writes what its AOF still lacks and exits; SIGKILL after 3 s.
+  if (child_) child_->stop(std::chrono::seconds(3));
 }
 
 }  // namespace kiln

@@ -6,8 +6,10 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "shared/child_process.h"
 #include "shared/status.h"
 
 namespace kiln {
@@ -28,14 +30,14 @@ class LocalRedis {
 
   const std::string& socket_path() const { return socket_; }
   std::string url() const { return "unix://" + socket_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
   const std::string& server_path() const { return server_; }
   void kill_now();  // SIGKILL, for fault tests
 
  private:
   LocalRedis() = default;
   std::string socket_, server_;
-  pid_t pid_ = -1;
+  std::optional<ChildProcess> child_;
 };
 
 // The redis-server executable kiln would start.

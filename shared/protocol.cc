@@ -2,7 +2,9 @@
 // lives in protocol_decode.cc; both follow the field lists in protocol_schema.h.
 #include "shared/protocol.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <msgpack.hpp>
@@ -175,5 +177,22 @@ Envelope make_error_reply(std::string_view ref_id, std::string code, std::string
 }
 
 std::string IdGenerator::next() { return prefix_ + "-" + std::to_string(++counter_); }
+
+std::string result_inconsistency(const EvaluationResult& r) {
+  if (r.outcome != Outcome::kVerified) return "";
+  for (std::string_view name : kVerifiedStages) {
+    auto it = std::find_if(r.stages.begin(), r.stages.end(),
+                           [&](const StageReport& s) { return s.name == name; });
+    if (it == r.stages.end()) return "verified without the '" + std::string(name) + "' stage";
+    if (!it->passed) return "verified with the '" + std::string(name) + "' stage failed";
+  }
+  for (const StageReport& s : r.stages) {
+    if (!s.passed) return "verified with a failed stage";
+  }
+  if (!(std::isfinite(r.timing.median_us) && r.timing.median_us > 0) || r.timing.samples == 0) {
+    return "verified without a timing (a positive median over at least one sample)";
+  }
+  return "";
+}
 
 }  // namespace kiln::proto

@@ -2,6 +2,7 @@
 // structs, their msgpack encoding (one flat map per frame) and a decoder for untrusted bytes.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -39,6 +40,20 @@ inline constexpr std::string_view kRoleAgent = "agent";
 inline constexpr std::string_view kErrorBadMessage = "bad_message";  // malformed payload
 inline constexpr std::string_view kErrorUnsupportedVersion = "unsupported_version";
 inline constexpr std::string_view kErrorTooLarge = "too_large";  // over the size limit
+// The coordinator does not know the sender (never said hello, or was dropped as silent): the
+// worker must announce itself again (hello and credits) before it gets work.
+inline constexpr std::string_view kErrorUnknownPeer = "unknown_peer";
+// The coordinator will not take this worker (its target specs differ from the run's, ...): the
+// message says why and what to do; the worker stops.
+inline constexpr std::string_view kErrorRefused = "refused";
+
+// Bye.code: why the sender leaves, which decides what the receiver does.
+inline constexpr std::string_view kByeFinished = "finished";  // the run is over: workers exit
+// The coordinator stops without the run being over (SIGTERM, a fatal error): workers keep
+// running and reconnect, so that a restarted or resumed coordinator finds them.
+inline constexpr std::string_view kByeStopping = "stopping";
+inline constexpr std::string_view kByeRefused = "refused";  // this worker may not join: exit
+inline constexpr std::string_view kByeLeaving = "leaving";  // a worker stops
 
 // A worker announces itself. [required] role (kRoleEvaluator or kRoleAgent), worker_id.
 struct Hello {
@@ -51,6 +66,9 @@ struct Hello {
   std::vector<std::string> backends;
   uint32_t capacity = 1;  // tasks it can hold at once
   std::string version;    // kiln version string
+  // Evaluators: the spec hash (TargetSpec::spec_hash) of every target it can load, by name. The
+  // coordinator refuses an evaluator whose copy of a run's target differs or is missing.
+  std::map<std::string, std::string> spec_hashes;
   bool operator==(const Hello&) const = default;
 };
 
@@ -66,6 +84,9 @@ struct Credit {
   uint32_t count = 0;
   bool operator==(const Credit&) const = default;
 };
+
+inline constexpr std::string_view kKindSeed = "seed";
+inline constexpr std::string_view kKindTemplate = "template";
 
 // Evaluate one candidate. The evaluator draws its verification seeds itself: the candidate's
 // author never sees them. [required] task_id, candidate_id, target, backend, source.
@@ -83,6 +104,12 @@ struct EvaluateTask {
   // Only evaluators whose Hello names this GPU model take the task (a population's times come
   // from one model); empty: any evaluator of the backend.
   std::string gpu_model;
+  // The spec hash of the target as the coordinator loaded it: an evaluator whose copy differs
+  // answers with worker_fault instead of judging the candidate against another spec.
+  std::string spec_hash;
+  // Which of the target's kernels the source is: kKindSeed or kKindTemplate (its geometry,
+  // defines and parameter space). The evaluator never guesses it from the parameters.
+  std::string kind;
   bool operator==(const EvaluateTask&) const = default;
 };
 
@@ -159,6 +186,13 @@ struct Timing {
   bool operator==(const Timing&) const = default;
 };
 
+// The stages a verified result carries, each passed, whatever the backend: the static scan, the
+// compile, the five verification stages, the precision comparison with the seed, the check of
+// timed outputs and the timing itself. The coordinator refuses a `verified` result without them.
+inline constexpr std::array<std::string_view, 10> kVerifiedStages = {
+    "scan",        "compile", "smoke",     "sweep",         "adversarial",
+    "determinism", "edge",    "precision", "timed_outputs", "timing"};
+
 // Report of one evaluation. [required] task_id, candidate_id, outcome.
 struct EvaluationResult {
   static constexpr std::string_view kType = "result";
@@ -176,6 +210,10 @@ struct EvaluationResult {
   // are missing when they are. Empty when not profiled.
   std::string bottleneck;
   std::string profile_note;
+  // The evaluator could not judge the candidate for a reason of its own (a target it cannot load
+  // or whose spec differs, a backend it does not run): `log` says why; the coordinator gives the
+  // task to another evaluator and the candidate is not blamed.
+  bool worker_fault = false;
   bool operator==(const EvaluationResult&) const = default;
 };
 
@@ -208,10 +246,12 @@ struct Error {
   bool operator==(const Error&) const = default;
 };
 
-// The sender is leaving. No required fields.
+// The sender is leaving. No required fields. `code` (kByeFinished, ...) is what the receiver acts
+// on; `reason` is for people. An empty code from an older peer reads as kByeStopping.
 struct Bye {
   static constexpr std::string_view kType = "bye";
   std::string reason;
+  std::string code;
   bool operator==(const Bye&) const = default;
 };
 
@@ -238,6 +278,11 @@ Result<Envelope> decode(std::string_view bytes, size_t max_bytes = kMaxMessageBy
 
 // The wire "type" of a message, e.g. "result".
 std::string_view type_name(const Message& message);
+
+// Why a `verified` result cannot be one: a stage of kVerifiedStages missing, any stage failed, or
+// a timing that is not a positive finite median over at least one sample. Empty when it holds
+// together, and for every other outcome.
+std::string result_inconsistency(const EvaluationResult& result);
 
 std::string outcome_name(Outcome outcome);             // "compile_error"
 Result<Outcome> parse_outcome(std::string_view name);  // kInvalidArgument if unknown

@@ -30,6 +30,7 @@ void fields(V& v, Is<Hello> auto& m) {
   v("backends", m.backends, kOptional);
   v("capacity", m.capacity, kOptional);
   v("version", m.version, kOptional);
+  v("spec_hashes", m.spec_hashes, kOptional);
 }
 
 template <class V>
@@ -52,6 +53,8 @@ void fields(V& v, Is<EvaluateTask> auto& m) {
   v("profile", m.profile, kOptional);
   v("deadline_ms", m.deadline_ms, kOptional);
   v("gpu_model", m.gpu_model, kOptional);
+  v("spec_hash", m.spec_hash, kOptional);
+  v("kind", m.kind, kOptional);
 }
 
 template <class V>
@@ -120,6 +123,7 @@ void fields(V& v, Is<EvaluationResult> auto& m) {
   v("wall_ms", m.wall_ms, kOptional);
   v("bottleneck", m.bottleneck, kOptional);
   v("profile_note", m.profile_note, kOptional);
+  v("worker_fault", m.worker_fault, kOptional);
 }
 
 template <class V>
@@ -149,6 +153,7 @@ void fields(V& v, Is<Error> auto& m) {
 template <class V>
 void fields(V& v, Is<Bye> auto& m) {
   v("reason", m.reason, kOptional);
+  v("code", m.code, kOptional);
 }
 
 // True for the structs that have a field list (encoded as nested maps).

@@ -1,14 +1,14 @@
 // See worker_link.h.
 #include "shared/worker_link.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
 #include "shared/build_info.h"
+#include "shared/text.h"
 
 namespace kiln::net {
 
@@ -41,9 +41,21 @@ Result<std::optional<proto::Envelope>> WorkerLink::receive(int timeout_ms) {
     send(proto::make_error_reply("", std::string(proto::error_code_for(env.status())), env.status().message()).body);
     return std::optional<proto::Envelope>();
   }
-  if (std::holds_alternative<proto::Heartbeat>(env->body) || std::holds_alternative<proto::Error>(env->body)) {
+  if (auto* e = std::get_if<proto::Error>(&env->body)) {
+    if (e->code == proto::kErrorUnknownPeer) {
+      if (!announce_due_)
+        spdlog::warn("the coordinator does not know this worker ({}); announcing again",
+                     log_safe(e->message));
+      announce_due_ = true;
+    } else if (e->code == proto::kErrorRefused) {
+      return std::optional<proto::Envelope>(proto::Envelope{
+          env->v, env->id, proto::Bye{e->message, std::string(proto::kByeRefused)}});
+    } else {
+      spdlog::warn("the coordinator reported: {} {}", log_safe(e->code), log_safe(e->message));
+    }
     return std::optional<proto::Envelope>();
   }
+  if (std::holds_alternative<proto::Heartbeat>(env->body)) return std::optional<proto::Envelope>();
   return std::optional<proto::Envelope>(std::move(env).value());
 }
 
@@ -53,8 +65,28 @@ void WorkerLink::refuse(const proto::Envelope& env) {
                                    "' messages").body);
 }
 
+std::optional<Status> WorkerLink::after_bye(const proto::Bye& bye) {
+  const std::string reason = log_safe(bye.reason);
+  if (bye.code == proto::kByeFinished) {
+    spdlog::info("the coordinator says the run is finished: {}", reason);
+    return Status::ok();
+  }
+  if (bye.code == proto::kByeRefused) {
+    spdlog::error("the coordinator refused this worker: {}", reason);
+    return failed_precondition("the coordinator refused this worker: " + reason);
+  }
+  spdlog::warn("the coordinator is stopping ({}); waiting for it to come back",
+               reason.empty() ? "no reason given" : reason);
+  liveness_.mark_server_gone();
+  return std::nullopt;
+}
+
 void WorkerLink::keep_alive(const std::atomic<bool>& stop, const std::function<void()>& announce) {
   const auto now = Clock::now();
+  if (announce_due_) {
+    announce_due_ = false;
+    announce();
+  }
   if (liveness_.server_dead(now)) {
     const auto delay = liveness_.next_reconnect_delay();
     spdlog::warn("coordinator silent; reconnecting in {} ms", delay.count());
@@ -81,6 +113,16 @@ proto::Hello worker_hello(std::string_view role, const std::string& worker_id, s
   hello.backends = std::move(backends);
   hello.capacity = capacity;
   hello.version = KILN_VERSION;
+  return hello;
+}
+
+proto::Hello evaluator_hello(const std::string& worker_id, const std::string& backend,
+                             uint32_t capacity, std::string gpu_model, std::string arch,
+                             std::map<std::string, std::string> spec_hashes) {
+  proto::Hello hello = worker_hello(proto::kRoleEvaluator, worker_id, {backend}, capacity);
+  hello.gpu_model = std::move(gpu_model);
+  hello.arch = std::move(arch);
+  hello.spec_hashes = std::move(spec_hashes);
   return hello;
 }
 

@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "shared/heartbeat.h"
@@ -35,17 +35,26 @@ class WorkerLink {
   void send(proto::Message body);
 
   // Waits up to timeout_ms for a message the worker must act on. Heartbeats and errors from the
-  // coordinator only prove it alive (nothing is returned); a message that does not decode is
-  // answered with an error reply and logged. An error: the socket itself failed (the context is
-  // shut down); the daemon should stop.
+  // coordinator only prove it alive (nothing is returned), except that an kErrorUnknownPeer
+  // error (the coordinator does not know this worker: it never got the hello, or dropped the
+  // worker as silent) makes the next keep_alive() announce again, and a kErrorRefused error is
+  // returned like a bye. A message that does not decode is answered with an error reply and
+  // logged. An error: the socket itself failed (the context is shut down); the daemon should stop.
   Result<std::optional<proto::Envelope>> receive(int timeout_ms);
 
   // Answers a well-formed message that this worker's role does not take.
   void refuse(const proto::Envelope& env);
 
+  // What the worker does about a bye from the coordinator: nullopt: keep running (the coordinator
+  // stopped without the run being over; the link reconnects and announces when it is back);
+  // OK: stop, the run is finished; an error: stop, this worker was refused (the message says why
+  // and what to do).
+  std::optional<Status> after_bye(const proto::Bye& bye);
+
   // Call once per loop turn: sends a heartbeat when one is due; when the coordinator has been
   // silent past its liveness, waits the back-off (cut short when `stop` is set), reconnects and
-  // calls `announce` (which sends the hello and credits again).
+  // calls `announce` (which sends the hello and credits again). Also announces at once when the
+  // coordinator said it does not know this worker.
   void keep_alive(const std::atomic<bool>& stop, const std::function<void()>& announce);
 
  private:
@@ -55,10 +64,21 @@ class WorkerLink {
   proto::IdGenerator ids_;
   PeerLiveness liveness_;
   std::string role_;
+  bool announce_due_ = false;  // the coordinator answered kErrorUnknownPeer
 };
 
 // The hello a worker of `role` sends after every (re)connect: this host's name, kiln's version.
+// Every worker, test workers included, builds its hello here; the daemon adds what only it knows
+// (an evaluator's GPU model, arch and target spec hashes).
 proto::Hello worker_hello(std::string_view role, const std::string& worker_id, std::vector<std::string> backends,
                           uint32_t capacity);
+
+// An evaluator's hello: worker_hello() plus its GPU model ("" on the cpu backend: the coordinator
+// keeps one population per model and routes a model's tasks only to its evaluators), its arch,
+// and the spec hash of every target it can load (the coordinator refuses an evaluator whose
+// targets differ from the run's).
+proto::Hello evaluator_hello(const std::string& worker_id, const std::string& backend,
+                             uint32_t capacity, std::string gpu_model, std::string arch,
+                             std::map<std::string, std::string> spec_hashes);
 
 }  // namespace kiln::net

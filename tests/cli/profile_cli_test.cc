@@ -124,7 +124,7 @@ TEST(ProfileCli, ProgramWithoutCudaGetsAClearMessageAndItsExitCode) {
   EXPECT_TRUE(std::filesystem::is_directory(traces));
   // A program that cannot be started is kiln's failure (2), with its name.
   EXPECT_EQ(run_command(kiln_binary() + " profile -- /nonexistent/program 2>&1", &out), 2) << out;
-  EXPECT_NE(out.find("cannot run '/nonexistent/program'"), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot start '/nonexistent/program'"), std::string::npos) << out;
 }
 
 TEST(ProfileCli, KeepTracesRefusesAFolderThatHoldsTraces) {

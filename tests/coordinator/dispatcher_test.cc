@@ -7,12 +7,13 @@
 
 #include <chrono>
 #include <functional>
+#include <msgpack.hpp>
 #include <optional>
 #include <thread>
 
-#include <msgpack.hpp>
-
 #include "shared/redis_client.h"
+#include "shared/worker_link.h"
+#include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
 namespace kiln::coordinator {
@@ -28,23 +29,21 @@ proto::EvaluateTask task(const std::string& id, const std::string& backend = "cp
   return t;
 }
 
-// A worker the test drives by hand.
+// A worker the test drives by hand, message by message (so each fault happens exactly when the
+// test says), with the hello the real evaluator sends (net::evaluator_hello).
 class FakeWorker {
  public:
   FakeWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name,
-             std::vector<std::string> backends = {"cpu"}, const std::string& gpu_model = "")
+             std::vector<std::string> backends = {"cpu"}, const std::string& gpu_model = "",
+             std::map<std::string, std::string> spec_hashes = {}, bool say_hello = true)
       : name_(name), ids_(name) {
     auto d = net::DealerSocket::connect(ctx, endpoint, net::SocketOptions{});
     EXPECT_TRUE(d.is_ok()) << d.status().to_string();
     dealer_.emplace(std::move(d).value());
-    proto::Hello hello;
-    hello.role = "evaluator";
-    hello.node = "test";
-    hello.worker_id = name;
+    proto::Hello hello = net::evaluator_hello(name, backends.empty() ? "" : backends.front(), 1,
+                                              gpu_model, "cpu/test", std::move(spec_hashes));
     hello.backends = std::move(backends);
-    hello.gpu_model = gpu_model;
-    hello.capacity = 1;
-    send(hello);
+    if (say_hello) send(hello);
   }
   void send(proto::Message body) {
     ASSERT_TRUE(dealer_->send(proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)})).is_ok());
@@ -61,13 +60,7 @@ class FakeWorker {
     }
   }
   proto::EvaluationResult answer(const proto::EvaluateTask& t) {
-    proto::EvaluationResult r;
-    r.task_id = t.task_id;
-    r.candidate_id = t.candidate_id;
-    r.arch = "cpu/test";
-    r.outcome = proto::Outcome::kVerified;
-    r.timing.median_us = 10;
-    return r;
+    return testing::verified_result(t, "cpu/test", 10);
   }
 
  private:
@@ -82,8 +75,9 @@ class DispatcherTest : public ::testing::Test {
     ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
     start();
   }
-  void start() {
+  void start(std::map<std::string, std::string> spec_hashes = {}) {
     DispatcherOptions o;
+    o.spec_hashes = std::move(spec_hashes);
     o.heartbeat.interval_ms = 50;
     o.heartbeat.liveness = 3;
     auto d = Dispatcher::create(ctx_, *store_, o);
@@ -367,6 +361,129 @@ TEST_F(DispatcherTest, RecoverFindsEveryLeaseNotOnlyTheFirstThousand) {
   ASSERT_TRUE(recovered.is_ok()) << recovered.status().to_string();
   EXPECT_EQ(*recovered, 1005u);
   EXPECT_EQ(dispatcher_->queued(), 1005u);
+}
+
+// A peer that was never given the task sends `verified` first: refused and counted; the answer of
+// the worker that holds the lease is the one merged.
+TEST_F(DispatcherTest, OnlyTheLeaseHolderCanAnswerATask) {
+  FakeWorker holder(ctx_, dispatcher_->endpoint(), "holder");
+  FakeWorker rogue(ctx_, dispatcher_->endpoint(), "rogue");
+  alive_ = {&holder, &rogue};
+  holder.send(proto::Credit{1});
+  dispatcher_->submit(task("x"));
+  auto t = receive_task(holder);
+  ASSERT_TRUE(t.has_value());
+  proto::EvaluationResult forged = testing::verified_result(*t, "cpu/test", 0.001);
+  rogue.send(forged);
+  ASSERT_TRUE(run_until([&] { return dispatcher_->stats().forged == 1; }));
+  EXPECT_TRUE(results_.empty());
+  EXPECT_EQ(dispatcher_->in_flight(), 1u);
+  EXPECT_FALSE(store_->get_result("x", "cpu/test")->has_value());
+  holder.send(holder.answer(*t));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+  EXPECT_EQ(results_[0].timing.median_us, 10);
+}
+
+// A `verified` result without the stages a verified result runs, even from the lease holder, is
+// refused and the task is evaluated again.
+TEST_F(DispatcherTest, AVerifiedResultWithoutItsStagesIsRefusedAndTheTaskRunsAgain) {
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1");
+  alive_ = {&w};
+  w.send(proto::Credit{1});
+  dispatcher_->submit(task("bare"));
+  auto t = receive_task(w);
+  ASSERT_TRUE(t.has_value());
+  proto::EvaluationResult bare = w.answer(*t);
+  bare.stages.erase(bare.stages.begin() + 3);  // no adversarial stage
+  w.send(bare);
+  ASSERT_TRUE(run_until([&] { return dispatcher_->stats().forged == 1; }));
+  proto::EvaluationResult untimed = w.answer(*t);
+  untimed.timing.samples = 0;
+  EXPECT_NE(proto::result_inconsistency(untimed), "");
+  EXPECT_EQ(proto::result_inconsistency(w.answer(*t)), "");
+  EXPECT_TRUE(results_.empty());
+  w.send(proto::Credit{1});
+  auto again = receive_task(w);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->task_id, t->task_id);
+  w.send(w.answer(*again));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+}
+
+// A peer that never said hello (or was dropped) is told so with kErrorUnknownPeer, whatever it
+// sends, and gets no work until it announces itself.
+TEST_F(DispatcherTest, AnUnknownPeerIsToldToSayHello) {
+  FakeWorker stranger(ctx_, dispatcher_->endpoint(), "stranger", {"cpu"}, "", {},
+                      /*say_hello=*/false);
+  stranger.send(proto::Credit{1});
+  dispatcher_->submit(task("u"));
+  std::optional<proto::Envelope> reply;
+  ASSERT_TRUE(run_until([&] { return (reply = stranger.next()).has_value(); }));
+  auto* e = std::get_if<proto::Error>(&reply->body);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->code, proto::kErrorUnknownPeer);
+  EXPECT_EQ(dispatcher_->in_flight(), 0u);
+  EXPECT_EQ(dispatcher_->stats().unknown_peers, 1u);
+}
+
+// The run's targets have spec hashes: an evaluator whose copy differs, or lacks one, is refused
+// with what to do; one with the same copy gets work.
+TEST_F(DispatcherTest, AnEvaluatorWithOtherTargetSpecsIsRefused) {
+  dispatcher_.reset();
+  start({{"rmsnorm", "aaaa1111"}});
+  FakeWorker other(ctx_, dispatcher_->endpoint(), "other", {"cpu"}, "", {{"rmsnorm", "bbbb2222"}});
+  FakeWorker none(ctx_, dispatcher_->endpoint(), "none", {"cpu"}, "", {{"softmax", "cccc"}});
+  other.send(proto::Credit{1});
+  none.send(proto::Credit{1});
+  dispatcher_->submit(task("s"));
+  for (FakeWorker* w : {&other, &none}) {
+    std::optional<proto::Envelope> reply;
+    ASSERT_TRUE(run_until([&] {
+      while ((reply = w->next()).has_value() &&
+             !std::holds_alternative<proto::Error>(reply->body)) {
+      }
+      return reply.has_value() && std::get<proto::Error>(reply->body).code == proto::kErrorRefused;
+    }));
+    EXPECT_NE(std::get<proto::Error>(reply->body).message.find("--targets-dir"), std::string::npos);
+  }
+  EXPECT_EQ(dispatcher_->stats().refused_workers, 2u);
+  EXPECT_EQ(dispatcher_->in_flight(), 0u);
+  FakeWorker same(ctx_, dispatcher_->endpoint(), "same", {"cpu"}, "", {{"rmsnorm", "aaaa1111"}});
+  same.send(proto::Credit{1});
+  EXPECT_TRUE(receive_task(same).has_value());
+}
+
+// An evaluator that cannot run a task (worker_fault) does not judge the candidate: the task goes
+// to another evaluator, never back to one that could not run it; after max_kills such evaluators
+// it is quarantined.
+TEST_F(DispatcherTest, AWorkerFaultSendsTheTaskElsewhereNotBackToTheSameEvaluator) {
+  FakeWorker broken(ctx_, dispatcher_->endpoint(), "broken");
+  alive_ = {&broken};
+  broken.send(proto::Credit{1});
+  dispatcher_->submit(task("f"));
+  auto t = receive_task(broken);
+  ASSERT_TRUE(t.has_value());
+  proto::EvaluationResult fault;
+  fault.task_id = t->task_id;
+  fault.candidate_id = t->candidate_id;
+  fault.outcome = proto::Outcome::kInternalError;
+  fault.worker_fault = true;
+  fault.log = "target 'rmsnorm' differs";
+  broken.send(fault);
+  broken.send(proto::Credit{1});
+  ASSERT_TRUE(run_until([&] { return dispatcher_->stats().worker_faults == 1; }));
+  run_until([&] { return dispatcher_->in_flight() > 0; });
+  EXPECT_EQ(dispatcher_->in_flight(), 0u) << "handed back to the evaluator that could not run it";
+  EXPECT_TRUE(results_.empty());
+  FakeWorker good(ctx_, dispatcher_->endpoint(), "good");
+  alive_.push_back(&good);
+  good.send(proto::Credit{1});
+  auto again = receive_task(good);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->task_id, t->task_id);
+  good.send(good.answer(*again));
+  ASSERT_TRUE(run_until([&] { return results_.size() == 1; }));
+  EXPECT_EQ(results_[0].outcome, proto::Outcome::kVerified);
 }
 
 }  // namespace

@@ -1,11 +1,10 @@
 // The evaluator daemon as a real process (`kiln evaluator --backend cpu`) against a test ROUTER
 // standing in for the coordinator: hello and credits, an evaluation round trip, bad input,
-// heartbeats, and reconnection after the coordinator restarts.
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
+// heartbeats, reconnection after the coordinator restarts, what its hello says (arch, spec
+// hashes), a task for another copy of a target, the kind a task names, and the coordinator's bye
+// and refusal.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <filesystem>
@@ -14,11 +13,11 @@
 #include <set>
 #include <thread>
 
+#include "shared/child_process.h"
 #include "shared/protocol.h"
+#include "shared/target_spec.h"
 #include "shared/transport.h"
 #include "tests/support/test_env.h"
-
-extern char** environ;
 
 namespace kiln {
 namespace {
@@ -48,10 +47,7 @@ class EvaluatorDaemon : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    if (daemon_) daemon_->signal(SIGKILL);
   }
 
   void start_daemon() {
@@ -60,10 +56,21 @@ class EvaluatorDaemon : public ::testing::Test {
                                      "--targets-dir", dir_.file("targets"),
                                      "--cache-dir", dir_.file("cache"), "--heartbeat-ms", "200",
                                      "--worker-id", "test-evaluator"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ASSERT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    SpawnOptions o;
+    o.argv = args;
+    Result<ChildProcess> child = ChildProcess::spawn(o);
+    ASSERT_TRUE(child.is_ok()) << child.status().to_string();
+    daemon_.emplace(std::move(child).value());
+  }
+
+  // Whether the daemon ends within `timeout_ms`.
+  bool ends_within(int timeout_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (Clock::now() < deadline) {
+      if (!daemon_->running()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
   }
 
   // The next message of `type` from the daemon within `timeout_ms`, skipping others.
@@ -91,6 +98,7 @@ class EvaluatorDaemon : public ::testing::Test {
     t.target = target;
     t.backend = "cpu";
     t.source = seed_source_;
+    t.kind = std::string(proto::kKindSeed);
     return t;
   }
 
@@ -99,7 +107,7 @@ class EvaluatorDaemon : public ::testing::Test {
   std::unique_ptr<net::RouterSocket> router_;
   std::string endpoint_, peer_, seed_source_;
   proto::IdGenerator ids_{"test-coordinator"};
-  pid_t pid_ = -1;
+  std::optional<ChildProcess> daemon_;
 };
 
 TEST_F(EvaluatorDaemon, AnnouncesItselfAndReturnsAVerifiedTimedResult) {
@@ -121,7 +129,8 @@ TEST_F(EvaluatorDaemon, AnnouncesItselfAndReturnsAVerifiedTimedResult) {
   EXPECT_EQ(r.candidate_id, "cand-t1");
   EXPECT_EQ(r.outcome, proto::Outcome::kVerified) << r.log;
   EXPECT_GT(r.timing.median_us, 0);
-  EXPECT_GE(r.stages.size(), 7u);
+  EXPECT_EQ(proto::result_inconsistency(r), "")
+      << "the coordinator would refuse the evaluator's own result";
   std::optional<proto::Envelope> more = next("credit");
   ASSERT_TRUE(more.has_value());  // the slot is offered again
   EXPECT_EQ(std::get<proto::Credit>(more->body).count, 1u);
@@ -158,7 +167,8 @@ TEST_F(EvaluatorDaemon, AnswersGarbageWithAnErrorAndKeepsWorking) {
   const auto& r = std::get<proto::EvaluationResult>(result->body);
   EXPECT_EQ(r.outcome, proto::Outcome::kInternalError);
   EXPECT_NE(r.log.find("no_such_target"), std::string::npos) << r.log;
-  EXPECT_EQ(waitpid(pid_, nullptr, WNOHANG), 0) << "the daemon exited";
+  EXPECT_TRUE(r.worker_fault) << "a target the evaluator cannot load is not the candidate's fault";
+  EXPECT_TRUE(daemon_->running()) << "the daemon exited";
 }
 
 TEST_F(EvaluatorDaemon, SendsHeartbeatsWhileIdle) {
@@ -181,6 +191,76 @@ TEST_F(EvaluatorDaemon, ReannouncesItselfAfterTheCoordinatorRestarts) {
   std::optional<proto::Envelope> hello = next("hello", 10000);
   ASSERT_TRUE(hello.has_value());
   EXPECT_EQ(std::get<proto::Hello>(hello->body).worker_id, "test-evaluator");
+}
+
+TEST_F(EvaluatorDaemon, TheHelloNamesArchAndTheSpecHashOfEveryTarget) {
+  std::optional<proto::Envelope> hello = next("hello");
+  ASSERT_TRUE(hello.has_value());
+  const auto& h = std::get<proto::Hello>(hello->body);
+  EXPECT_EQ(h.gpu_model, "") << "a cpu evaluator names no GPU model";
+  EXPECT_FALSE(h.arch.empty());
+  Result<TargetSpec> t = load_target(dir_.file("targets/rmsnorm"));
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_EQ(h.spec_hashes, (std::map<std::string, std::string>{{"rmsnorm", t->spec_hash}}));
+}
+
+// A task for another copy of the target (its spec hash differs) is not judged here: the result is
+// a worker fault that says what to do, and the daemon goes on.
+TEST_F(EvaluatorDaemon, ATaskForAnotherCopyOfTheTargetIsAWorkerFault) {
+  ASSERT_TRUE(next("hello").has_value());
+  proto::EvaluateTask t = task("t5", "rmsnorm");
+  t.spec_hash = "0123456789abcdef";
+  send(t);
+  std::optional<proto::Envelope> result = next("result");
+  ASSERT_TRUE(result.has_value());
+  const auto& r = std::get<proto::EvaluationResult>(result->body);
+  EXPECT_TRUE(r.worker_fault);
+  EXPECT_TRUE(r.stages.empty());
+  EXPECT_NE(r.log.find("--targets-dir"), std::string::npos) << r.log;
+  EXPECT_TRUE(daemon_->running());
+}
+
+// The kind comes from the task: the template's source with its parameters is judged with the
+// template's geometry; the same task without a kind is not guessed at.
+TEST_F(EvaluatorDaemon, TheTaskSaysWhetherItIsTheSeedOrTheTemplate) {
+  ASSERT_TRUE(next("hello").has_value());
+  Result<TargetSpec> spec = load_target(dir_.file("targets/rmsnorm"));
+  ASSERT_TRUE(spec.is_ok());
+  const KernelSpec& tmpl = *spec->backend("cpu")->tunable;
+  std::ifstream in(dir_.file("targets/rmsnorm/template_cpu.cpp"));
+  proto::EvaluateTask t = task("t6", "rmsnorm");
+  t.source.assign(std::istreambuf_iterator<char>(in), {});
+  t.kind = std::string(proto::kKindTemplate);
+  for (const auto& [name, values] : tmpl.space) t.params[name] = std::to_string(values.front());
+  send(t);
+  std::optional<proto::Envelope> result = next("result", 60000);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(std::get<proto::EvaluationResult>(result->body).outcome, proto::Outcome::kVerified)
+      << std::get<proto::EvaluationResult>(result->body).log;
+  t.task_id = "t7";
+  t.kind.clear();
+  send(t);
+  result = next("result", 60000);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_TRUE(std::get<proto::EvaluationResult>(result->body).worker_fault);
+}
+
+// A coordinator that stops short of the end of the run: the evaluator waits for it and announces
+// itself again; the end of the run: it exits 0; a refusal: it exits with an error.
+TEST_F(EvaluatorDaemon, ActsOnTheCoordinatorsByeAndRefusal) {
+  ASSERT_TRUE(next("hello").has_value());
+  send(proto::Bye{"the coordinator was stopped", std::string(proto::kByeStopping)});
+  EXPECT_TRUE(next("hello", 10000).has_value()) << "no hello again after a stopping bye";
+  EXPECT_TRUE(daemon_->running());
+  send(proto::Bye{"run finished", std::string(proto::kByeFinished)});
+  ASSERT_TRUE(ends_within(10000));
+  EXPECT_TRUE(daemon_->exit_status()->ok()) << daemon_->exit_status()->describe();
+
+  start_daemon();
+  ASSERT_TRUE(next("hello").has_value());
+  send(proto::Error{std::string(proto::kErrorRefused), "its target 'rmsnorm' differs", ""});
+  ASSERT_TRUE(ends_within(10000));
+  EXPECT_FALSE(daemon_->exit_status()->ok());
 }
 
 }  // namespace

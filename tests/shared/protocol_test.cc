@@ -27,8 +27,15 @@ ParentInfo sample_parent(int n) {
 }
 
 std::vector<Envelope> sample_envelopes() {
-  Hello hello{"evaluator",   "gpu-node-7",    "w-42", "NVIDIA H100 80GB HBM3",
-              "sm_90a/H100", {"cuda", "cpu"}, 3,      "0.1.0"};
+  Hello hello{"evaluator",
+              "gpu-node-7",
+              "w-42",
+              "NVIDIA H100 80GB HBM3",
+              "sm_90a/H100",
+              {"cuda", "cpu"},
+              3,
+              "0.1.0",
+              {{"softmax_f16", "9f86d081"}, {"reduce", "ab12"}}};
   EvaluateTask evaluate{"t-1",
                         "c-abc",
                         "softmax_f16",
@@ -37,7 +44,10 @@ std::vector<Envelope> sample_envelopes() {
                         {{"BLOCK", "256"}, {"VEC", "4"}},
                         {"f16", "bf16"},
                         true,
-                        30000};
+                        30000,
+                        "NVIDIA H100 80GB HBM3",
+                        "9f86d081",
+                        "template"};
   ProposeTask propose{"t-2",
                       "softmax_f16",
                       "sm_90a/H100",
@@ -59,7 +69,8 @@ std::vector<Envelope> sample_envelopes() {
       "mismatch at index 7",
       1234.5,
       "memory_far_from_peak",
-      "DRAM 42% of peak, SM 12%"};
+      "DRAM 42% of peak, SM 12%",
+      true};
   Proposal proposal{"t-2",
                     "softmax_f16",
                     {{"src1", {{"BLOCK", "64"}}, "param_mutation", "c-1", "smaller blocks"},
@@ -74,7 +85,7 @@ std::vector<Envelope> sample_envelopes() {
       Envelope{1, "m-6", result},
       Envelope{1, "m-7", proposal},
       Envelope{1, "m-8", Error{"bad_message", "field 'x' is wrong", "m-0"}},
-      Envelope{1, "m-9", Bye{"shutting down"}},
+      Envelope{1, "m-9", Bye{"shutting down", "stopping"}},
   };
 }
 

@@ -119,11 +119,52 @@ TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAga
     hello_again = std::holds_alternative<proto::Hello>(env->body);
     // The new socket takes over the identity (ROUTER_HANDOVER); a heartbeat still in the old
     // connection's pipe may arrive under an id the ROUTER made up, so only the hello is checked.
-    if (hello_again) EXPECT_EQ((*got)->peer, "w-8");
+    if (hello_again) {
+      EXPECT_EQ((*got)->peer, "w-8");
+    }
   }
   EXPECT_TRUE(heartbeat);
   EXPECT_TRUE(hello_again);
   EXPECT_EQ(announced, 2);
+}
+
+// A coordinator that does not know the worker (it dropped it as silent, or restarted) says so: the
+// worker announces itself again at once, without waiting for a liveness timeout. A refusal
+// reaches the daemon as a bye that ends it.
+TEST_F(WorkerLinkTest, AnUnknownPeerReplyMakesTheWorkerAnnounceAgainAndARefusalEndsIt) {
+  auto link =
+      WorkerLink::connect(ctx_, router_->last_endpoint(), "w-9", HeartbeatPolicy{}, "an evaluator");
+  ASSERT_TRUE(link.is_ok()) << link.status().to_string();
+  int announced = 0;
+  std::atomic<bool> stop{false};
+  auto announce = [&] {
+    ++announced;
+    link->send(evaluator_hello("w-9", "cpu", 1, "", "cpu/test", {}));
+  };
+  announce();
+  std::string peer;
+  ASSERT_TRUE(std::holds_alternative<proto::Hello>(next(&peer).body));
+  to_worker(peer, proto::Error{std::string(proto::kErrorUnknownPeer), "say hello first", ""});
+  EXPECT_FALSE(pump(*link, 3).has_value());
+  link->keep_alive(stop, announce);
+  EXPECT_EQ(announced, 2);
+  ASSERT_TRUE(std::holds_alternative<proto::Hello>(next().body));
+
+  to_worker(peer, proto::Error{std::string(proto::kErrorRefused), "its target 'x' differs", ""});
+  std::optional<proto::Envelope> got = pump(*link);
+  ASSERT_TRUE(got.has_value());
+  auto* bye = std::get_if<proto::Bye>(&got->body);
+  ASSERT_NE(bye, nullptr);
+  std::optional<Status> end = link->after_bye(*bye);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_FALSE(end->is_ok());
+  EXPECT_NE(end->message().find("its target 'x' differs"), std::string::npos);
+  EXPECT_FALSE(
+      link->after_bye(proto::Bye{"restarting", std::string(proto::kByeStopping)}).has_value());
+  std::optional<Status> finished =
+      link->after_bye(proto::Bye{"done", std::string(proto::kByeFinished)});
+  ASSERT_TRUE(finished.has_value());
+  EXPECT_TRUE(finished->is_ok());
 }
 
 }  // namespace

@@ -3,12 +3,27 @@
 
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <functional>
 
-#include "shared/transport.h"
+#include "shared/worker_link.h"
 
 namespace kiln::testing {
+
+proto::EvaluationResult verified_result(const proto::EvaluateTask& task, const std::string& arch,
+                                        double median_us) {
+  proto::EvaluationResult r;
+  r.task_id = task.task_id;
+  r.candidate_id = task.candidate_id;
+  r.arch = arch;
+  r.outcome = proto::Outcome::kVerified;
+  for (std::string_view stage : proto::kVerifiedStages)
+    r.stages.push_back({std::string(stage), true, "", 0, 1});
+  r.timing.median_us = median_us;
+  r.timing.samples = 10;
+  r.timing.noise_rel = 0.002;
+  r.metrics["fraction_of_floor"] = 0.25;
+  return r;
+}
 
 SyntheticWorker::SyntheticWorker(zmq::context_t& ctx, std::string endpoint, SyntheticWorkerOptions options)
     : options_(std::move(options)), thread_([this, &ctx, endpoint] { loop(ctx, endpoint); }) {}
@@ -42,54 +57,46 @@ double SyntheticWorker::time_of(const std::string& candidate_id) {
 }
 
 void SyntheticWorker::loop(zmq::context_t& ctx, const std::string& endpoint) {
-  auto d = net::DealerSocket::connect(ctx, endpoint, net::SocketOptions{});
-  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
-  proto::IdGenerator ids(options_.worker_id);
-  auto send = [&](proto::Message body) {
-    (void)d->send(proto::encode({proto::kProtocolVersion, ids.next(), std::move(body)}));
+  // The same link and hello as `kiln evaluator`: only the evaluation itself is synthetic.
+  auto link = net::WorkerLink::connect(ctx, endpoint, options_.worker_id, options_.heartbeat,
+                                       "a synthetic evaluator");
+  ASSERT_TRUE(link.is_ok()) << link.status().to_string();
+  const std::string arch = options_.gpu_model.empty() ? "cpu/test" : "test/" + options_.gpu_model;
+  const proto::Hello hello = net::evaluator_hello(options_.worker_id, options_.backend, kCapacity,
+                                                  options_.gpu_model, arch, options_.spec_hashes);
+  size_t held = 0;  // tasks received and not answered
+  auto announce = [&] {
+    link->send(hello);
+    if (kCapacity > held) link->send(proto::Credit{static_cast<uint32_t>(kCapacity - held)});
   };
-  proto::Hello hello;
-  hello.role = "evaluator";
-  hello.node = "test";
-  hello.worker_id = options_.worker_id;
-  hello.gpu_model = options_.gpu_model;
-  hello.arch = options_.gpu_model.empty() ? "cpu/test" : "test/" + options_.gpu_model;
-  hello.backends = {options_.backend};
-  hello.capacity = 4;
-  send(hello);
-  send(proto::Credit{4});
-  auto last_beat = std::chrono::steady_clock::now();
+  announce();
   while (!quit_) {
-    auto got = d->receive(10);
-    if (got.is_ok() && got->has_value()) {
-      auto env = proto::decode(**got);
-      if (env.is_ok()) {
-        auto* task = std::get_if<proto::EvaluateTask>(&env->body);
-        const bool holding = options_.hold_after_limit && answered_ >= options_.limit;
-        if (task) {
+    auto got = link->receive(10);
+    if (!got.is_ok()) return;
+    if (got->has_value()) {
+      proto::Envelope& env = **got;
+      if (auto* task = std::get_if<proto::EvaluateTask>(&env.body)) {
+        {
           std::lock_guard lock(mu_);
           received_.insert(task->task_id);
           tasks_.push_back(*task);
         }
-        if (task && !holding) {
-          proto::EvaluationResult r;
-          r.task_id = task->task_id;
-          r.candidate_id = task->candidate_id;
-          r.arch = hello.arch;
-          r.outcome = proto::Outcome::kVerified;
-          r.timing.median_us = time_of(task->candidate_id) * options_.time_scale;
-          r.timing.noise_rel = 0.002;
-          r.metrics["fraction_of_floor"] = 0.25;
-          send(r);
-          send(proto::Credit{1});
+        const bool holding = options_.hold_after_limit && answered_ >= options_.limit;
+        if (holding) {
+          ++held;
+        } else {
+          link->send(
+              verified_result(*task, arch, time_of(task->candidate_id) * options_.time_scale));
+          link->send(proto::Credit{1});
           if (++answered_ >= options_.limit && options_.stop_after) options_.stop_after->store(true);
         }
+      } else if (auto* bye = std::get_if<proto::Bye>(&env.body)) {
+        if (link->after_bye(*bye)) return;
+      } else {
+        link->refuse(env);
       }
     }
-    if (std::chrono::steady_clock::now() - last_beat > std::chrono::milliseconds(30)) {
-      send(proto::Heartbeat{});
-      last_beat = std::chrono::steady_clock::now();
-    }
+    link->keep_alive(quit_, announce);
   }
 }
 

@@ -1,20 +1,23 @@
-// A synthetic evaluator for coordinator tests: a thread with its own DEALER that says hello as an
-// evaluator (backend and GPU model as given), and answers every task at once with a verified
-// result whose time is a function of the candidate id (so a re-time measures the same), scaled by
-// `time_scale` (two "GPU models" that are not equally fast). Sets `stop_after` once it has
-// answered `limit` tasks; with `hold_after_limit` it then keeps every later task unanswered (it
-// still heartbeats), so a test can be sure this worker finishes nothing more.
+// A synthetic evaluator for coordinator tests: a thread that speaks to the coordinator through the
+// real worker link and hello (shared/worker_link.h: liveness, re-announcing, bye handling), as an
+// evaluator of the backend and GPU model given, and answers every task at once with a verified
+// result (every stage a verified result needs) whose time is a function of the candidate id (so a
+// re-time measures the same), scaled by `time_scale` (two "GPU models" that are not equally fast).
+// Sets `stop_after` once it has answered `limit` tasks; with `hold_after_limit` it then keeps every
+// later task unanswered (it still heartbeats), so a test can be sure this worker finishes nothing
+// more.
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
 #include <zmq.hpp>
 
+#include "shared/heartbeat.h"
 #include "shared/protocol.h"
 
 namespace kiln::testing {
@@ -27,7 +30,14 @@ struct SyntheticWorkerOptions {
   size_t limit = 1000000;         // answers before `stop_after` is set
   std::atomic<bool>* stop_after = nullptr;
   bool hold_after_limit = false;  // past `limit`, receive tasks but answer none
+  std::map<std::string, std::string> spec_hashes;  // announced in the hello
+  net::HeartbeatPolicy heartbeat{100, 3, 100, 1000};
 };
+
+// A verified result for `task` as an evaluator sends it: every stage of proto::kVerifiedStages
+// passed, and a timing with that median.
+proto::EvaluationResult verified_result(const proto::EvaluateTask& task, const std::string& arch,
+                                        double median_us);
 
 class SyntheticWorker {
  public:
@@ -45,6 +55,7 @@ class SyntheticWorker {
 
  private:
   void loop(zmq::context_t& ctx, const std::string& endpoint);
+  static constexpr size_t kCapacity = 4;
 
   SyntheticWorkerOptions options_;
   std::mutex mu_;

@@ -1,0 +1,104 @@
+// See local_workers.h.
+#include "cli/local_workers.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace kiln::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::seconds kMaxBackoff{60};
+constexpr std::chrono::seconds kHealthyAfter{60};  // a process up this long resets its back-off
+
+}  // namespace
+
+LocalWorkers::LocalWorkers(std::string who, std::string pid_file, FILE* out)
+    : who_(std::move(who)), pid_file_(std::move(pid_file)), out_(out) {}
+
+Status LocalWorkers::start(std::string name, std::vector<std::string> argv, std::string log_file,
+                           bool evaluator) {
+  Slot s;
+  s.name = std::move(name);
+  s.spawn.argv = std::move(argv);
+  s.spawn.output_file = std::move(log_file);
+  s.spawn.die_with_parent = true;
+  s.evaluator = evaluator;
+  KILN_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::spawn(s.spawn));
+  s.child.emplace(std::move(child));
+  s.started = Clock::now();
+  slots_.push_back(std::move(s));
+  write_pids();
+  return Status::ok();
+}
+
+void LocalWorkers::supervise() {
+  const auto now = Clock::now();
+  bool changed = false;
+  for (Slot& s : slots_) {
+    if (!s.waiting) {
+      if (s.child && s.child->running()) continue;
+      const std::string how =
+          s.child && s.child->exit_status() ? s.child->exit_status()->describe() : "ended";
+      if (now - s.started >= kHealthyAfter) s.backoff = std::chrono::seconds(1);
+      std::fprintf(out_, "%s: %s (pid %d) %s; starting it again in %lld s (log %s)\n", who_.c_str(),
+                   s.name.c_str(), s.child ? s.child->pid() : -1, how.c_str(),
+                   static_cast<long long>(s.backoff.count()), s.spawn.output_file.c_str());
+      s.child.reset();
+      s.waiting = true;
+      s.restart_at = now + s.backoff;
+      s.backoff = std::min(s.backoff * 2, kMaxBackoff);
+      continue;
+    }
+    if (now < s.restart_at) continue;
+    Result<ChildProcess> child = ChildProcess::spawn(s.spawn);
+    if (!child.is_ok()) {
+      std::fprintf(out_, "%s: starting %s again failed: %s; next try in %lld s\n", who_.c_str(),
+                   s.name.c_str(), child.status().message().c_str(),
+                   static_cast<long long>(s.backoff.count()));
+      s.restart_at = now + s.backoff;
+      s.backoff = std::min(s.backoff * 2, kMaxBackoff);
+      continue;
+    }
+    s.child.emplace(std::move(child).value());
+    s.started = now;
+    s.waiting = false;
+    ++restarts_;
+    changed = true;
+    std::fprintf(out_, "%s: %s started again (pid %d, restart %llu of this run)\n", who_.c_str(),
+                 s.name.c_str(), s.child->pid(), static_cast<unsigned long long>(restarts_));
+  }
+  if (changed) write_pids();
+}
+
+void LocalWorkers::stop_all() {
+  // SIGTERM to all first, so they wind down together, then wait for each.
+  for (Slot& s : slots_) {
+    if (s.child && s.child->running()) s.child->signal(SIGTERM);
+  }
+  for (Slot& s : slots_) {
+    if (s.child) s.child->stop();
+  }
+}
+
+std::vector<pid_t> LocalWorkers::evaluator_pids() const {
+  std::vector<pid_t> pids;
+  for (const Slot& s : slots_) {
+    if (s.evaluator && s.child) pids.push_back(s.child->pid());
+  }
+  return pids;
+}
+
+void LocalWorkers::write_pids() const {
+  if (pid_file_.empty()) return;
+  const std::string tmp = pid_file_ + ".tmp";
+  {
+    std::ofstream f(tmp);
+    for (pid_t p : evaluator_pids()) f << p << "\n";
+  }
+  std::rename(tmp.c_str(), pid_file_.c_str());
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,62 @@
+// LocalWorkers with real processes: a worker killed with SIGKILL is started again after its
+// back-off, the pid file follows, and stop_all leaves none running.
+#include "cli/local_workers.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/test_env.h"
+
+namespace kiln::cli {
+namespace {
+
+std::vector<pid_t> read_pids(const std::string& file) {
+  std::vector<pid_t> pids;
+  std::ifstream in(file);
+  for (pid_t p; in >> p;) pids.push_back(p);
+  return pids;
+}
+
+TEST(LocalWorkers, AKilledWorkerIsStartedAgainAfterItsBackoffAndSaysSo) {
+  testing::TempDir dir;
+  FILE* said = std::tmpfile();
+  ASSERT_NE(said, nullptr);
+  LocalWorkers workers("kiln run", dir.file("evaluators.pid"), said);
+  ASSERT_TRUE(workers.start("evaluator 0", {"sleep", "60"}, dir.file("e0.log"), true).is_ok());
+  ASSERT_TRUE(workers.start("the LLM agent", {"sleep", "60"}, dir.file("a.log"), false).is_ok());
+  const std::vector<pid_t> first = read_pids(dir.file("evaluators.pid"));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first, workers.evaluator_pids());
+
+  kill(first[0], SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (workers.restarts() == 0 && std::chrono::steady_clock::now() < deadline) {
+    workers.supervise();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(workers.restarts(), 1u);
+  const std::vector<pid_t> second = read_pids(dir.file("evaluators.pid"));
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0], first[0]);
+  EXPECT_EQ(kill(second[0], 0), 0);
+
+  std::rewind(said);
+  std::string text;
+  for (int c; (c = std::fgetc(said)) != EOF;) text += static_cast<char>(c);
+  std::fclose(said);
+  EXPECT_NE(text.find("evaluator 0 (pid " + std::to_string(first[0]) + ") killed by signal 9"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("started again"), std::string::npos) << text;
+
+  workers.stop_all();
+  EXPECT_NE(kill(second[0], 0), 0) << "still running after stop_all";
+}
+
+}  // namespace
+}  // namespace kiln::cli
