@@ -2,7 +2,7 @@
 //
 // A template (shared/target_spec.h, KernelSpec) is a space of integer parameters (name -> list of
 // values, passed as -D macros) with constraints. Given a parent configuration the proposer makes
-// one child with a named operator (DESIGN.md, "Search"):
+// one child with a named operator (docs/design.md, "Search"):
 //   - "mutate": one parameter moves to a neighbouring value in its list (index +-1, now and then
 //     +-2). The parameter comes from the current tier of the playbook -- block size, then memory
 //     access, then compute/pipelining, then advanced/structural; parameters no tier names form a

@@ -20,7 +20,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Goals from the issue text. "max_us": kiln's best at most this many µs (memory-bound targets:
-# within 5% of the anchor floor of shared/GPU.md); "vs": kiln's best against a PyTorch figure,
+# within 5% of the floor in docs/gpu.md); "vs": kiln's best against a PyTorch figure,
 # goal time = that figure / factor.
 GOALS = {
     "rmsnorm": [("max_us", 94.0)],
@@ -306,7 +306,7 @@ def main():
         summaries[t] = (k_us, floor, eager_us, comp_us, best_pt)
     L.append("")
     if any("fallback" in (targets[t].get("pytorch") or {}).get("shape_source", "") for t in names):
-        L.append("† no target.json when the PyTorch baseline ran: shapes from shared/GPU.md's anchor table.")
+        L.append("† no target.json when the PyTorch baseline ran: shapes from docs/gpu.md.")
         L.append("")
 
     L.append("## Goals")

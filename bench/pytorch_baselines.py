@@ -38,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 # Targets whose target.json may not exist yet: minimal specs with the shapes of the anchor table
-# in shared/GPU.md (H100, fp16). Used only when targets/<name>/target.json is missing, and marked.
+# in docs/gpu.md (H100, fp16). Used only when targets/<name>/target.json is missing, and marked.
 FALLBACK_SPECS = {
     "matmul": {
         "name": "matmul",
@@ -178,7 +178,7 @@ def load_spec(targets_dir, name):
         with open(path) as f:
             return json.load(f), os.path.dirname(path), os.path.relpath(path, REPO) if path.startswith(REPO) else path
     if name in FALLBACK_SPECS:
-        return FALLBACK_SPECS[name], None, "fallback: shared/GPU.md anchor table (no target.json yet)"
+        return FALLBACK_SPECS[name], None, "fallback: shapes of docs/gpu.md (no target.json yet)"
     raise KeyError(f"no target.json for '{name}' under {targets_dir} and no fallback spec")
 
 
@@ -352,7 +352,7 @@ def make_impls(torch, spec, shape, t_dtype, names):
             causal = shape["MASK"] == 2  # kiln: MASK 1 = none, 2 = causal
         else:
             causal = True
-            notes.append("no CAUSAL/MASK dim in the spec: causal assumed (shared/GPU.md)")
+            notes.append("no CAUSAL/MASK dim in the spec: causal assumed (docs/gpu.md)")
         scale = scalar_value(spec, "scale", None)
         # SDPA wants [..., H, L, D]; transpose when the spec stores [B, L, H, D].
         swap = "H" in q_dims and "L" in q_dims and q_dims.index("L") < q_dims.index("H")

@@ -11,6 +11,8 @@
 
 #include "agent/agent_daemon.h"
 #include "cli/curve_options.h"
+#include "shared/endpoint.h"
+#include "shared/fatal.h"
 
 namespace kiln::cli {
 namespace {
@@ -21,15 +23,19 @@ void on_signal(int) { g_stop.store(true); }
 
 int run_agent(agent::AgentOptions options, const std::string& backends,
               const WorkerCurveArgs& curve) {
+  if (Status s = net::validate_endpoint(options.connect, net::EndpointUse::kConnect); !s.is_ok()) {
+    report_fatal("kiln agent: --connect " + s.message());
+    return 2;
+  }
   Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln agent");
   if (!keys.is_ok()) {
-    std::fprintf(stderr, "kiln agent: %s\n", keys.status().message().c_str());
+    report_fatal("kiln agent: " + keys.status().message());
     return 2;
   }
   options.curve = std::move(keys).value();
   if (!options.llm_config.empty()) {
     if (options.proposer != "builtin" && options.proposer != "llm") {
-      std::fprintf(stderr, "kiln agent: --llm goes with the llm proposer, not '%s'\n", options.proposer.c_str());
+      report_fatal("kiln agent: --llm goes with the llm proposer, not '" + options.proposer + "'");
       return 2;
     }
     options.proposer = "llm";
@@ -38,7 +44,7 @@ int run_agent(agent::AgentOptions options, const std::string& backends,
   for (std::string b; std::getline(list, b, ',');) {
     if (b.empty()) continue;
     if (b != "cuda" && b != "cpu") {
-      std::fprintf(stderr, "kiln agent: --backends takes cuda and/or cpu, not '%s'\n", b.c_str());
+      report_fatal("kiln agent: --backends takes cuda and/or cpu, not '" + b + "'");
       return 2;
     }
     options.backends.push_back(b);
@@ -50,7 +56,7 @@ int run_agent(agent::AgentOptions options, const std::string& backends,
   sigaction(SIGTERM, &sa, nullptr);
   Status s = agent::run_agent_daemon(options, g_stop);
   if (!s.is_ok()) {
-    std::fprintf(stderr, "kiln agent: %s\n", s.message().c_str());
+    report_fatal("kiln agent: " + s.message());
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;

@@ -2,9 +2,9 @@
 // only declares options, configures logging once and dispatches.
 #include "cli/app.h"
 
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -16,11 +16,12 @@
 #include "cli/keys_cmd.h"
 #include "cli/profile_cmd.h"
 #include "cli/run_cmd.h"
+#include "cli/selftest_cmd.h"
 #include "cli/status_cmd.h"
 #include "cli/targets_cmd.h"
-#include "cli/selftest_cmd.h"
 #include "cli/version_cmd.h"
 #include "evaluator/sandbox_child.h"
+#include "shared/fatal.h"
 #include "shared/logging.h"
 
 namespace kiln::cli {
@@ -56,7 +57,9 @@ int run_app(int argc, char** argv) {
   app.add_option("--log-level", log.level, "trace, debug, info, warn, error or off")
       ->capture_default_str();
   app.add_flag("--log-json", log.json, "Write logs as JSON lines");
-  app.add_option("--log-file", log.file, "Write logs to this file instead of stderr");
+  app.add_option("--log-file", log.file,
+                 "Append logs to this file instead of stderr (flushed after every line; fatal\n"
+                 "errors go there too)");
 
   std::function<int()> action;
 
@@ -104,11 +107,22 @@ int run_app(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  // Every line names the process's role (the subcommand: run, coordinator, evaluator, agent,
+  // eval, ...) and its pid, so the lines of the processes of one run can be told apart.
+  for (const CLI::App* sub : app.get_subcommands()) log.component = sub->get_name();
   if (Status s = configure_logging(log); !s.is_ok()) {
     std::fprintf(stderr, "kiln: %s\n", s.message().c_str());
     return 2;
   }
-  return action ? action() : 2;
+  if (!action) return 2;
+  // An exception no command caught still unwinds the stack, so that what the command started (a
+  // private redis-server, evaluator processes) is stopped by its owner, and the log says why.
+  try {
+    return action();
+  } catch (const std::exception& e) {
+    report_fatal(std::string("kiln: unexpected error: ") + e.what());
+    return 1;
+  }
 }
 
 }  // namespace kiln::cli

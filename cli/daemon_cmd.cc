@@ -12,6 +12,8 @@
 #include "cli/curve_options.h"
 #include "evaluator/daemon.h"
 #include "evaluator/toolchain.h"
+#include "shared/endpoint.h"
+#include "shared/fatal.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,9 +24,14 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
 int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
+  // Before the ceilings are measured (seconds): a bad endpoint is a typo to fix now.
+  if (Status s = net::validate_endpoint(options.connect, net::EndpointUse::kConnect); !s.is_ok()) {
+    report_fatal("kiln evaluator: --connect " + s.message());
+    return 2;
+  }
   Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln evaluator");
   if (!keys.is_ok()) {
-    std::fprintf(stderr, "kiln evaluator: %s\n", keys.status().message().c_str());
+    report_fatal("kiln evaluator: " + keys.status().message());
     return 2;
   }
   options.curve = std::move(keys).value();
@@ -37,7 +44,7 @@ int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
   sigaction(SIGTERM, &sa, nullptr);
   Status s = eval::run_evaluator_daemon(options, g_stop);
   if (!s.is_ok()) {
-    std::fprintf(stderr, "kiln evaluator: %s\n", s.message().c_str());
+    report_fatal("kiln evaluator: " + s.message());
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
   return 0;

@@ -17,6 +17,7 @@
 #include "evaluator/evaluation.h"
 #include "evaluator/result_json.h"
 #include "evaluator/toolchain.h"
+#include "shared/fatal.h"
 #include "shared/hash.h"
 #include "shared/target_spec.h"
 
@@ -110,7 +111,7 @@ std::string check_arch(const EvalArgs& a, const std::string& backend) {
 
 int run_eval(const EvalArgs& a) {
   auto fail = [](const std::string& msg, int code) {
-    std::fprintf(stderr, "kiln eval: %s\n", msg.c_str());
+    report_fatal("kiln eval: " + msg);
     return code;
   };
   std::string dir = a.target;

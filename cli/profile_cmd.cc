@@ -24,6 +24,7 @@
 #include "evaluator/profile/plan_table.h"
 #include "evaluator/profile/trace.h"
 #include "shared/child_process.h"
+#include "shared/fatal.h"
 
 extern char** environ;
 
@@ -46,7 +47,7 @@ struct ProfileArgs {
 };
 
 int fail(const std::string& message) {
-  std::fprintf(stderr, "kiln profile: %s\n", message.c_str());
+  report_fatal("kiln profile: " + message);
   return 2;
 }
 

@@ -39,6 +39,7 @@
 #include "cli/curve_options.h"
 #include "cli/local_workers.h"
 #include "cli/redis_password.h"
+#include "cli/resume_command.h"
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
 #include "evaluator/cuda/cuda_probe.h"
@@ -47,6 +48,8 @@
 #include "evaluator/toolchain.h"
 #include "shared/build_info.h"
 #include "shared/config.h"
+#include "shared/endpoint.h"
+#include "shared/fatal.h"
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
@@ -243,7 +246,7 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
 int run_search(const RunArgs& args) {
   const char* who = args.coordinator_mode ? "kiln coordinator" : "kiln run";
   auto fail = [who](const std::string& msg) {
-    std::fprintf(stderr, "%s: %s\n", who, msg.c_str());
+    report_fatal(std::string(who) + ": " + msg);
     return 2;
   };
   // --config: the file's values for what the command line leaves out, and the search knobs that
@@ -271,6 +274,27 @@ int run_search(const RunArgs& args) {
   }
   Result<std::chrono::seconds> budget = parse_duration(a.budget);
   if (!budget.is_ok()) return fail(budget.status().message());
+  // Checked before anything starts (the output folder, a private redis-server): a bad value found
+  // later would abort the search or leave them behind.
+  if (a.islands == 0)
+    return fail("--islands must be at least 1 (each island keeps its own elites)");
+  if (!a.coordinator_mode && a.evaluators == 0) {
+    return fail(
+        "--evaluators must be at least 1; for a search whose evaluators all run on other "
+        "machines, use `kiln coordinator`");
+  }
+  if (a.coordinator_mode && a.in_flight == 0) return fail("--in-flight must be at least 1");
+  if (!a.backend.empty() && a.backend != "cuda" && a.backend != "cpu") {
+    return fail("unknown backend '" + a.backend + "' for --backend (valid: cuda, cpu)");
+  }
+  if (a.coordinator_mode) {
+    Status bind = net::validate_endpoint(a.bind, net::EndpointUse::kBind);
+    if (!bind.is_ok()) return fail("--bind " + bind.message());
+  }
+  coordinator::SearchParams search_check = coordinator::search_params_from(search_config);
+  search_check.islands = a.islands;
+  if (Status s = coordinator::check_search_params(search_check); !s.is_ok())
+    return fail(s.message());
 
   // The folder, and Redis: a resume reads what to continue from it.
   std::error_code ec;
@@ -318,8 +342,31 @@ int run_search(const RunArgs& args) {
   const std::string where = a.redis.empty() ? out : "Redis at " + redis_url_for_display(a.redis);
   Result<std::optional<coordinator::RunRecord>> recorded = coordinator::read_run_record(store);
   if (!recorded.is_ok()) return fail("reading the run in " + where + ": " + recorded.status().message());
-  const std::string resume_hint = std::string(a.coordinator_mode ? "kiln coordinator" : "kiln run") +
-                                  " --resume " + (a.redis.empty() ? "--out " + out : "--redis " + redis_url_for_display(a.redis));
+  // Every option the run's record does not keep, so that the command works when pasted.
+  auto path = [](const std::string& p) { return p.empty() ? p : fs::absolute(p).string(); };
+  const std::string resume_hint = resume_command(
+      a.coordinator_mode ? "kiln coordinator" : "kiln run",
+      {{"--out", out},
+       {"--redis", a.redis.empty() ? "" : redis_url_for_display(a.redis)},
+       {"--redis-password-file", path(a.redis_password_file)},
+       {"--redis-retry", a.redis_retry != "5m" ? a.redis_retry : ""},
+       {"--curve-secret", path(a.curve.curve_secret)},
+       {"--allow", path(a.curve.allow)},
+       {"--targets-dir", path(a.targets_dir)},
+       {"--bind", a.coordinator_mode ? a.bind : ""},
+       {"--config", path(a.config)},
+       {"--gpus", a.gpus},
+       {"--gpu-models", a.coordinator_mode && a.gpu_models != "auto" ? a.gpu_models : ""},
+       {"--in-flight", a.coordinator_mode && a.in_flight != 8 ? std::to_string(a.in_flight) : ""},
+       {"--cache-dir", path(a.cache_dir)},
+       {"--plan", path(a.plan)},
+       {"--llm", path(a.llm)}},
+      [&] {
+        std::vector<std::string> flags;
+        if (a.no_profile_guidance) flags.push_back("--no-profile-guidance");
+        if (a.curve.insecure) flags.push_back("--insecure");
+        return flags;
+      }());
   if (!a.resume && *recorded) {
     const coordinator::RunRecord& r = **recorded;
     std::string names;
@@ -524,6 +571,9 @@ int run_search(const RunArgs& args) {
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   const bool tty = isatty(STDERR_FILENO);
+  // Not a terminal (a log file, a pipe): a line per target when something changes, not the whole
+  // table every second.
+  ProgressLines progress_lines;
   auto publish = [&](const std::vector<coordinator::TargetReport>& reports) {
     for (const auto& r : reports) {  // for `kiln status`
       Status s = store.put_target_status(coordinator::unit_key(r.target, r.gpu_model), status_fields(r));
@@ -533,7 +583,11 @@ int run_search(const RunArgs& args) {
   Status ran = engine.run(g_stop, [&](const std::vector<coordinator::TargetReport>& reports) {
     workers.supervise();  // a local worker that died is started again
     publish(reports);
-    if (tty) std::fprintf(stderr, "\033[H\033[2J");
+    if (!tty) {
+      std::fputs(progress_lines.update(reports, ProgressLines::Clock::now()).c_str(), stderr);
+      return;
+    }
+    std::fprintf(stderr, "\033[H\033[2J");
     print_status_table(reports, stderr);
     std::fprintf(stderr, "\n");
   });
@@ -551,7 +605,7 @@ int run_search(const RunArgs& args) {
   workers.stop_all();
   publish(engine.reports());
   if (!ran.is_ok()) {
-    std::fprintf(stderr, "%s: the search stopped: %s\n", who, ran.to_string().c_str());
+    report_fatal(std::string(who) + ": the search stopped: " + ran.to_string());
     std::fprintf(stderr, "%s: the search state is in Redis%s; once it is reachable again, continue with: %s\n", who,
                  a.redis.empty() ? (" (its AOF is in " + out + "/redis)").c_str() : "", resume_hint.c_str());
   }
@@ -591,7 +645,8 @@ void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a)
          "a failover) before it stops the run; workers keep their work meanwhile: 30s, 5m, 1h")
       ->capture_default_str();
   sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
-  sub->add_option("--islands", a->islands, "Islands per target")->capture_default_str();
+  sub->add_option("--islands", a->islands, "Islands per target (at least 1)")
+      ->capture_default_str();
   sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
   sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--config", a->config,
@@ -631,8 +686,12 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
       "and writes the same output folder as `kiln run`. The endpoint is also written to\n"
       "<out>/endpoint.");
   add_common_search_options(sub, a);
-  sub->add_option("--bind", a->bind, "ZeroMQ endpoint to bind (tcp://*:5555; port * picks a free one)")->capture_default_str();
-  sub->add_option("--backend", a->backend, "Backend of the evaluators (cuda or cpu; default cuda)");
+  sub->add_option(
+         "--bind", a->bind,
+         "ZeroMQ endpoint to bind: tcp://HOST:PORT with HOST an address, an interface or *\n"
+         "(every interface), PORT 1-65535 or * (a free one, written to <out>/endpoint)")
+      ->capture_default_str();
+  sub->add_option("--backend", a->backend, "Backend of the evaluators: cuda or cpu (default cuda)");
   sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")->capture_default_str();
   sub->add_option("--gpu-models", a->gpu_models,
                   "auto: each GPU model that connects gets its own population of every target (times\n"
@@ -663,7 +722,10 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
   add_common_search_options(sub, a);
   sub->add_option("--backend", a->backend, "cuda or cpu (default: cuda when a GPU is usable)");
   sub->add_option("--gpus", a->gpus, "Comma-separated GPU ordinals (default: every visible GPU)");
-  sub->add_option("--evaluators", a->evaluators, "cpu backend: evaluator processes to start")->capture_default_str();
+  sub->add_option("--evaluators", a->evaluators,
+                  "cpu backend: evaluator processes to start, at least 1 (a search with no local\n"
+                  "evaluators is `kiln coordinator`; on cuda it is one per GPU of --gpus)")
+      ->capture_default_str();
   sub->add_option("--redis", a->redis, "Use this Redis (redis://host:port or unix:///path) instead of a private one");
   add_redis_password_option(sub, a->redis_password_file);
   a->bind = "tcp://127.0.0.1:*";

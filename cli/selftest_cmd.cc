@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "cli/version_cmd.h"
+#include "shared/fatal.h"
 #include "shared/local_redis.h"
 #include "shared/protocol.h"
 #include "shared/redis_client.h"
@@ -86,7 +87,7 @@ int run_selftest(const std::string& dir_arg) {
   if (dir.empty()) {
     char tmpl[] = "/tmp/kiln-selftest-XXXXXX";
     if (!mkdtemp(tmpl)) {
-      std::fprintf(stderr, "kiln selftest: cannot create a temporary directory\n");
+      report_fatal("kiln selftest: cannot create a temporary directory in /tmp");
       return 1;
     }
     dir = tmpl;

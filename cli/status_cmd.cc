@@ -12,6 +12,7 @@
 
 #include "cli/redis_password.h"
 #include "cli/status_table.h"
+#include "shared/fatal.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
 
@@ -74,8 +75,8 @@ int run_status(const StatusArgs& a) {
     }
   }
   if (!reports.is_ok()) {
-    std::fprintf(stderr, "kiln status: nothing to show: %s (pass the run's --out folder, or --redis URL)\n",
-                 reports.status().message().c_str());
+    report_fatal("kiln status: nothing to show: " + reports.status().message() +
+                 " (pass the run's --out folder, or --redis URL)");
     return 2;
   }
   if (a.json) {

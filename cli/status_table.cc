@@ -48,6 +48,43 @@ void print_status_table(const std::vector<coordinator::TargetReport>& reports, F
   }
 }
 
+std::string progress_line(const coordinator::TargetReport& r) {
+  std::string line = table_label(r) + ": " + r.state + "; " + std::to_string(r.evaluations) +
+                     " evals (" + std::to_string(r.failures) + " failed), " +
+                     std::to_string(r.accepted) + " kept";
+  if (r.seed_us > 0) line += "; seed " + fmt_us(r.seed_us) + " us";
+  if (r.best_us > 0) {
+    line += ", best " + fmt_us(r.best_us) + " us";
+    if (r.seed_us > 0) {
+      char speed[32];
+      std::snprintf(speed, sizeof(speed), " (%.2fx)", r.seed_us / r.best_us);
+      line += speed;
+    }
+  }
+  if (r.fraction_of_floor > 0) {
+    line +=
+        ", " + std::to_string(static_cast<int>(100 * r.fraction_of_floor + 0.5)) + "% of the floor";
+  }
+  return line;
+}
+
+std::string ProgressLines::update(const std::vector<coordinator::TargetReport>& reports,
+                                  Clock::time_point now) {
+  std::string out;
+  for (const auto& r : reports) {
+    const std::string line = progress_line(r);
+    auto it = printed_.find(table_label(r));
+    const bool news =
+        it == printed_.end() || it->second.state != r.state || it->second.best_id != r.best_id;
+    const bool moved =
+        it != printed_.end() && it->second.line != line && now - it->second.at >= counters_every_;
+    if (!news && !moved) continue;
+    out += line + "\n";
+    printed_[table_label(r)] = {r.state, r.best_id, line, now};
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r) {
   return {{"gpu_model", r.gpu_model},
           {"state", r.state},

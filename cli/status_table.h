@@ -2,6 +2,7 @@
 // and the Redis fields (kiln:target:{t}) it is stored as between the two.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -16,6 +17,33 @@ namespace kiln::cli {
 std::string table_label(const coordinator::TargetReport& r);
 
 void print_status_table(const std::vector<coordinator::TargetReport>& reports, FILE* to);
+
+// One target's standing on one line, for logs: "reduce: searching; 12 evals (1 failed), 3 kept;
+// seed 100.00 us, best 50.00 us (2.00x), 80% of the floor".
+std::string progress_line(const coordinator::TargetReport& r);
+
+// `kiln run`'s progress where stderr is not a terminal (a log file, a CI job, a pipe): instead of
+// the whole table every second, a line per target when its state or best time changes (at once),
+// and when only its counters moved, at most once per `counters_every`.
+class ProgressLines {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit ProgressLines(std::chrono::seconds counters_every = std::chrono::seconds(60))
+      : counters_every_(counters_every) {}
+
+  // The lines to print now (each ends with a newline; empty: nothing to say).
+  std::string update(const std::vector<coordinator::TargetReport>& reports, Clock::time_point now);
+
+ private:
+  struct Printed {
+    std::string state;
+    std::string best_id;
+    std::string line;
+    Clock::time_point at;
+  };
+  std::chrono::seconds counters_every_;
+  std::map<std::string, Printed> printed_;  // by table_label
+};
 
 std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r);
 coordinator::TargetReport report_from_fields(const std::string& target,

@@ -5,10 +5,10 @@
 // This is what a user runs after writing a target, before spending GPU time on it.
 #include "cli/targets_cmd.h"
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <atomic>
 #include <set>
 #include <thread>
 
@@ -18,6 +18,7 @@
 #include "evaluator/source_scan.h"
 #include "evaluator/toolchain.h"
 #include "shared/expr.h"
+#include "shared/fatal.h"
 #include "shared/target_spec.h"
 
 namespace kiln::cli {
@@ -153,7 +154,7 @@ int run_targets(const TargetsArgs& a) {
   if (a.names.empty()) {
     Result<std::vector<TargetSpec>> all = load_targets(root);
     if (!all.is_ok()) {
-      std::fprintf(stderr, "kiln targets: %s\n", all.status().message().c_str());
+      report_fatal("kiln targets: " + all.status().message());
       return 2;
     }
     targets = std::move(all).value();
@@ -162,7 +163,7 @@ int run_targets(const TargetsArgs& a) {
       std::string dir = std::filesystem::exists(std::filesystem::path(name) / "target.json") ? name : root + "/" + name;
       Result<TargetSpec> t = load_target(dir);
       if (!t.is_ok()) {
-        std::fprintf(stderr, "kiln targets: %s\n", t.status().message().c_str());
+        report_fatal("kiln targets: " + t.status().message());
         return 2;
       }
       targets.push_back(std::move(t).value());

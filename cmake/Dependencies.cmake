@@ -33,5 +33,5 @@ if(NOT KILN_WITH_CUDA STREQUAL "OFF")
 endif()
 
 # The bundle (scripts/bundle) relies on RPATH (not RUNPATH) so that carried libraries' own
-# dependencies resolve too (libzmq -> libsodium); see ../shared/GPU.md.
+# dependencies resolve too (libzmq -> libsodium); see ../docs/gpu.md.
 set(CMAKE_BUILD_RPATH_USE_ORIGIN ON)

@@ -1,7 +1,7 @@
 // The coordinator's search logic without I/O: populations of elites split into islands, parent
 // selection, acceptance of a child (keep/revert), crowning of a new best after a re-time,
 // migration, convergence per target, the Amdahl allocation of evaluation slots across targets,
-// and candidate ids for dedupe (DESIGN.md, "Search" and "Candidates and keys").
+// and candidate ids for dedupe (docs/design.md, "Search" and "Candidates").
 //
 // With one island and a population of one this is exactly the keep/revert loop: the only elite is
 // always the parent, a child replaces it when it is faster by more than max(min gain, noise), and

@@ -653,8 +653,8 @@ Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& 
       record["attainable_error"] = c.attainable_error;
     }
     // A real GEMM's median faster than the issue-rate probe's best sample means the probe
-    // underestimates the device, and a floor from it would reject honest kernels (THREATS.md row
-    // 9): the floor takes the GEMM's rate instead.
+    // underestimates the device, and a floor from it would reject honest kernels (docs/threats.md
+    // row 9): the floor takes the GEMM's rate instead.
     if (c.matrix_flops_per_s > 0 && c.attainable_flops_per_s > c.matrix_flops_per_s) {
       spdlog::warn(
           "the attainable GEMM ({:.0f} TFLOP/s) beat the tensor-core probe ({:.0f} "

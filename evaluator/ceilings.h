@@ -1,8 +1,8 @@
 // Device ceilings: the measured copy bandwidth (bytes read + written per second) of a GPU model
 // (or of one host core, for the cpu backend), measured once and cached per device. The evaluator
 // uses it for each candidate's fraction of the floor and to reject times that are physically
-// impossible (THREATS.md row 9). On a GPU also the tensor-core issue rate (part of that floor) and
-// the rate a real f16 GEMM attains (reporting only: fraction_of_attainable).
+// impossible (docs/threats.md row 9). On a GPU also the tensor-core issue rate (part of that floor)
+// and the rate a real f16 GEMM attains (reporting only: fraction_of_attainable).
 #pragma once
 
 #include <cstdint>

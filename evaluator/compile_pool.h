@@ -1,5 +1,5 @@
 // A fixed pool of threads that run Compiler::compile concurrently, so compiles for the next
-// candidates overlap the timing of the current one (DESIGN.md, "Evaluation pipeline").
+// candidates overlap the timing of the current one (docs/design.md, "Evaluation pipeline").
 #pragma once
 
 #include <condition_variable>

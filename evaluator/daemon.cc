@@ -185,10 +185,11 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Toolchain> toolchain,
                         Toolchain::create(options.backend, options.cache_dir));
   // The device's measured ceilings (cached per GPU model, or per CPU model and host): they give
-  // every result its physical floor, and a time below it is rejected as impossible (THREATS.md).
-  // A GPU daemon measures at every start and keeps the higher figure (ceilings.h); a cpu daemon
-  // uses the cache when there is one: its floor has kHostFloorMargin of room, and `kiln run`
-  // starts several cpu evaluators at once, each of which would otherwise measure.
+  // every result its physical floor, and a time below it is rejected as impossible
+  // (docs/threats.md). A GPU daemon measures at every start and keeps the higher figure
+  // (ceilings.h); a cpu daemon uses the cache when there is one: its floor has kHostFloorMargin of
+  // room, and `kiln run` starts several cpu evaluators at once, each of which would otherwise
+  // measure.
   SandboxOptions sb{options.kiln_binary, options.backend, options.gpu};
   KILN_ASSIGN_OR_RETURN(
       Ceilings ceilings,

@@ -155,7 +155,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     return finish(proto::Outcome::kInternalError);
   }
 
-  // Static scan (THREATS.md rows 5 and 7): refused before anything compiles the text.
+  // Static scan (docs/threats.md rows 5 and 7): refused before anything compiles the text.
   std::vector<ScanFinding> findings = scan_source(c.source, m.backend);
   if (!findings.empty()) {
     std::string detail;
@@ -276,7 +276,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
         precision.push_back({cs.shape, cs.dtype, cs.dist, o, std::move(theirs)});
       }
       if (o.kind == CaseKind::kPass && determinism) {
-        // Same inputs, re-poisoned with another pattern: the bits must not change (THREATS.md
+        // Same inputs, re-poisoned with another pattern: the bits must not change (docs/threats.md
         // row 11: reading uninitialized memory, races).
         CaseOutcome again = m.run_case(handles[cs.dtype], c, cs, kPoisonB, true, seed);
         if (again.kind != CaseKind::kPass) {

@@ -149,7 +149,7 @@ TimingStats timing_stats(const std::vector<double>& samples_us, const std::vecto
 // stops sampling on it; timing_problem refuses a set on it.
 double relative_iqr(std::vector<double> samples);
 
-// Why a sample set cannot give a verified median (THREATS.md row 16), or "" when it can: a
+// Why a sample set cannot give a verified median (docs/threats.md row 16), or "" when it can: a
 // relative IQR above `max_noise_rel`, or two clusters -- adjacent sorted samples a and b with
 // b > `gap_ratio` x a, at least `side_fraction` of the samples on each side (a kernel that does
 // less work on some launches is timed on its cheap ones by a median). The ratio is wide because

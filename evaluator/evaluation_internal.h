@@ -81,7 +81,7 @@ class CandidateEvaluator::Impl {
       // ones that break kernels which are only right at small, well-scaled values (overflow, lost
       // precision, inf/NaN): a candidate that cuts corners in a dtype nobody times is still
       // caught. Those three also run in the timed dtype at the largest sweep shape and at every
-      // edge shape, so unsafe numerics at any shape but one show (THREATS.md row 17).
+      // edge shape, so unsafe numerics at any shape but one show (docs/threats.md row 17).
       const Shape& s = target.sweep.empty() ? target.smoke.front() : target.sweep.front();
       const Distribution breaking[] = {Distribution::kLargeMagnitude, Distribution::kMixedScale,
                                        Distribution::kSpecial};
@@ -105,7 +105,7 @@ class CandidateEvaluator::Impl {
         }
       }
     } else if (stage == "determinism") {
-      // Bitwise repeats at the largest sweep shape and at every edge shape (THREATS.md row 17:
+      // Bitwise repeats at the largest sweep shape and at every edge shape (docs/threats.md row 17:
       // nondeterminism everywhere but at one shape).
       const Shape& biggest = largest_sweep_shape();
       cases.push_back({stage, biggest, timing_dtype, Distribution::kNormal});
@@ -134,8 +134,8 @@ class CandidateEvaluator::Impl {
   }
 
   // The largest sweep shape and every edge shape, other than `except`, each once: where the
-  // adversarial and determinism stages repeat (THREATS.md row 17) -- the edges because they are
-  // cheap and odd, the largest because kernels change strategy with size.
+  // adversarial and determinism stages repeat (docs/threats.md row 17) -- the edges because they
+  // are cheap and odd, the largest because kernels change strategy with size.
   std::vector<Shape> other_shapes(const Shape& except) const {
     std::vector<Shape> out;
     std::vector<const Shape*> candidates = {&largest_sweep_shape()};
@@ -223,7 +223,7 @@ class CandidateEvaluator::Impl {
                          options.phase_timeout_ms);
   }
 
-  // The precision stage (evaluation_precision.cc, THREATS.md row 10): the backend's seed runs
+  // The precision stage (evaluation_precision.cc, docs/threats.md row 10): the backend's seed runs
   // on the inputs of each sweep case in the timed dtype right after the candidate (a Companion
   // of run_case), and the candidate's worst and RMS error against the reference may be at most
   // the target's precision_factor times the seed's.

@@ -1,4 +1,4 @@
-// The precision stage of an evaluation (THREATS.md row 10): a kernel that computes in a lower
+// The precision stage of an evaluation (docs/threats.md row 10): a kernel that computes in a lower
 // precision, or with a cruder approximation, can stay inside the tolerance (which must admit
 // every honest kernel) while its error is tens of times the honest error. The backend's seed --
 // the plain, obviously correct kernel -- runs on the inputs of every sweep case in the timed dtype

@@ -1,5 +1,5 @@
-// The timing phase of an evaluation (THREATS.md rows 3, 8, 9, 13-16 and 20). The kernel is timed
-// on several input sets whose contents rotate through the launched buffers; every launch also
+// The timing phase of an evaluation (docs/threats.md rows 3, 8, 9, 13-16 and 20). The kernel is
+// timed on several input sets whose contents rotate through the launched buffers; every launch also
 // gets a secret subset of its set's sites changed, so no launch sees inputs an earlier one had
 // and a cache of earlier answers cannot serve it. The outputs checked afterwards are those of
 // each group's closing launch (every site applied) and of timed launches the child kept by
@@ -102,7 +102,7 @@ std::vector<Site> CandidateEvaluator::Impl::choose_sites(SetData& d) {
     if (!spread.count(slot)) spread[slot] = spread_of(d.values[slot]);
     Site s{slot, element, d.values[slot][element], 0};
     // Upwards and far: past the largest values of a normal input, which moves a softmax or a
-    // log-sum-exp row as much as it moves a sum (THREATS.md row 20).
+    // log-sum-exp row as much as it moves a sum (docs/threats.md row 20).
     const double base = std::isfinite(s.original) ? std::fabs(s.original) : 0;
     s.changed = round_to(d.slots[slot].dtype, base + kSiteShift * std::max(spread[slot], 0.125));
     if (s.changed == s.original) s.changed = round_to(d.slots[slot].dtype, base + 1);
@@ -229,7 +229,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   if (!contents.is_ok()) {
     return fail(proto::Outcome::kInternalError, what + ": " + contents.status().message(), 0, 0);
   }
-  // The outputs of the closing launches must be right (THREATS.md rows 3 and 8).
+  // The outputs of the closing launches must be right (docs/threats.md rows 3 and 8).
   double worst = 0;
   for (size_t grp = 0; grp < sets.size(); ++grp) {
     CaseOutcome o = check_outputs_against(sets[grp].slots, sets[(*contents)[grp]], dtype, kPoisonA);
@@ -341,7 +341,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     r->metrics["bytes_per_s"] = bytes / (t.median_us * 1e-6);
     r->metrics["flops_per_s"] = flops / (t.median_us * 1e-6);
   }
-  // The physical floor (THREATS.md row 9): faster than moving the bytes at the measured
+  // The physical floor (docs/threats.md row 9): faster than moving the bytes at the measured
   // bandwidth, or doing the flops at the measured matrix rate, is impossible.
   double floor_us = 0;
   if (options.bandwidth_bytes_per_s > 0) floor_us = bytes / options.bandwidth_bytes_per_s * 1e6;

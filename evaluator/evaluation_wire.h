@@ -53,7 +53,7 @@ struct CaseOutcome {
 
 // One site of a timing set: an input element that timed launches change (see "sites" in
 // sandbox_child.cc). `changed` is far from `original` relative to the input's spread, so a launch
-// answered with a stale replay is wrong by much more than the tolerance (THREATS.md row 20).
+// answered with a stale replay is wrong by much more than the tolerance (docs/threats.md row 20).
 struct Site {
   size_t slot = 0;     // index into the set's slots (an input)
   size_t element = 0;  // element index inside that tensor

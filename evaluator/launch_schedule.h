@@ -1,8 +1,8 @@
-// The secret schedule of one timing run in the sandbox child (THREATS.md rows 15 and 16): which of
-// a set's input sites each launch changes, so that no two launches on the same contents see the
-// same inputs, and which timed launches have their outputs kept for the parent to check, chosen
-// by reservoir sampling as the launches happen. Both come from the OS entropy source in the child
-// after the request arrives; the candidate sees only its own inputs.
+// The secret schedule of one timing run in the sandbox child (docs/threats.md rows 15 and 16):
+// which of a set's input sites each launch changes, so that no two launches on the same contents
+// see the same inputs, and which timed launches have their outputs kept for the parent to check,
+// chosen by reservoir sampling as the launches happen. Both come from the OS entropy source in the
+// child after the request arrives; the candidate sees only its own inputs.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The trusted reference of a target: its reference.cpp (host C++, fp64) compiled by the system
 // compiler into a shared object, cached by content hash, and called in the evaluating process --
-// never in the sandbox child and never in the candidate's CUDA context (THREATS.md row 7).
+// never in the sandbox child and never in the candidate's CUDA context (docs/threats.md row 7).
 #pragma once
 
 #include <cstdint>

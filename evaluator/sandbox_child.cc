@@ -40,8 +40,9 @@
 //     loop then also ends only after a whole round whose c differs from each group's first
 //     contents (i / K % K != 0), up to K*K - 1 samples past max_samples or max_ms, so such a
 //     replay shows in EVERY group's output.
-//     Sites (THREATS.md rows 15 and 20; needs rotate_contents; <site> = {"tensor":i,"offset":o,
-//     "bytes":[..]}, the same number per set, at most 16): after its contents are copied in, each
+//     Sites (docs/threats.md rows 15 and 20; needs rotate_contents;
+//     <site> = {"tensor":i,"offset":o,"bytes":[..]}, the same number per set, at most 16): after
+//     its contents are copied in, each
 //     launch also gets the bytes of a subset of its contents' sites, a mask drawn here in secret
 //     (LaunchSchedule) that does not repeat, so no launch sees inputs an earlier one had; then each
 //     group runs one closing launch on its own set with EVERY site applied (mask all ones, never
@@ -60,7 +61,7 @@
 //     backend without a profiler answers a non-fatal UNIMPLEMENTED error; counters that cannot be
 //     read are not an error: "notice" says why they are missing.
 //   {"op":"exit"} -> {"ok":true}, then exit code 0. End of input also exits 0.
-// Guards (THREATS.md row 18): every tensor a kernel is launched on ("run", and the groups of
+// Guards (docs/threats.md row 18): every tensor a kernel is launched on ("run", and the groups of
 // "time") lies between two 4 KiB regions filled with 0xA5; after the kernel ran, "guards" lists
 // each region some byte of which changed: {"tensor":i,"side":"before"|"after","offset":o,
 // "bytes":n}, o the changed byte nearest the tensor (0: right at its end or start), n how many.

@@ -99,7 +99,7 @@ class ChildServer {
                         unsigned char poison);
   Status copy_back(const std::vector<TensorLayout>& tensors, const std::vector<void*>& buffers);
   // A tensor's buffer with guard regions of kGuardBytes of kGuardByte before and after it
-  // (THREATS.md row 18); the request's guarded buffers are checked by guard_report().
+  // (docs/threats.md row 18); the request's guarded buffers are checked by guard_report().
   Result<void*> acquire_guarded(size_t bytes, size_t tensor);
   // Every guard byte of this request's guarded buffers that no longer holds the pattern, as
   // [{"tensor":i,"side":"before"|"after","offset":o,"bytes":n}] (o: the first changed byte,

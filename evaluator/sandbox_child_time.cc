@@ -103,7 +103,7 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     if (!time.is_ok()) return device_status(time.status(), true);
     samples_us.push_back(*time);
     clocks_mhz.push_back(device_.sm_clock_mhz());
-    // Kept or not is decided after the launch, outside the timed region (THREATS.md row 16).
+    // Kept or not is decided after the launch, outside the timed region (docs/threats.md row 16).
     if (int slot = schedule.keep_slot(samples_us.size() - 1); slot >= 0) {
       for (size_t o = 0; o < t.checks[slot].size(); ++o) {
         const size_t tensor = t.checks[slot][o].first;

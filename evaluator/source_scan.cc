@@ -69,7 +69,7 @@ constexpr const char* kKnownDirectives[] = {"",      "define", "undef",   "if", 
                                             "line"};
 
 // Vendor libraries: whole families of names. Device code cannot link them, but a candidate that
-// reaches them through some host path is not timing its own kernel (THREATS.md row 5).
+// reaches them through some host path is not timing its own kernel (docs/threats.md row 5).
 constexpr const char* kCudaVendorPrefixes[] = {"cublas", "cudnn", "cufft", "curand",
                                                "cusparse", "cusolver", "nvrtc"};
 // Device-side runtime calls real kernels use (programmatic dependent launch on Hopper).

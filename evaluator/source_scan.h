@@ -1,4 +1,4 @@
-// Static scans of candidate kernels for constructs kiln bans (THREATS.md rows 5 and 7): host
+// Static scans of candidate kernels for constructs kiln bans (docs/threats.md rows 5 and 7): host
 // escapes, timer access, vendor libraries, includes and pragmas outside an allow-list -- in the
 // source as written, and in what the compilers make of it (preprocessed source, PTX).
 #pragma once

@@ -493,7 +493,8 @@ SeedSource::SeedSource() : state_(0) {
   while (got < sizeof(state_)) {
     const ssize_t r = getrandom(p + got, sizeof(state_) - got, 0);
     if (r < 0 && errno == EINTR) continue;
-    // No fallback: a guessable root would let a candidate predict its inputs (THREATS.md row 4).
+    // No fallback: a guessable root would let a candidate predict its inputs
+    // (docs/threats.md row 4).
     KILN_CHECK(r > 0, "getrandom() failed; the evaluator cannot draw unpredictable seeds");
     got += static_cast<size_t>(r);
   }

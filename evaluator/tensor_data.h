@@ -13,10 +13,10 @@
 
 namespace kiln::eval {
 
-// Input distributions (THREATS.md row 4: several, so a constant or analytic answer fitted to one
-// cannot pass). Magnitudes are chosen per dtype so that values stay representable. Integer dtypes
-// scale by 1e2 (kLargeMagnitude 1e4, kSmallMagnitude 1) before rounding, so that most values are
-// not 0; their kSpecial infinities saturate and NaN becomes 0.
+// Input distributions (docs/threats.md row 4: several, so a constant or analytic answer fitted to
+// one cannot pass). Magnitudes are chosen per dtype so that values stay representable. Integer
+// dtypes scale by 1e2 (kLargeMagnitude 1e4, kSmallMagnitude 1) before rounding, so that most values
+// are not 0; their kSpecial infinities saturate and NaN becomes 0.
 enum class Distribution {
   kNormal,          // N(0, 1)
   kUniform,         // U(-1, 1)
@@ -55,7 +55,7 @@ double sample_at(Distribution d, DType t, uint64_t seed, size_t index);
 // reference is rounded to `t` first, then |out - ref| <= tol.abs + tol.rel * |ref| per element.
 // NaN in the reference must be NaN in the output; infinities must match in sign. A tolerance with
 // an rms term compares with effective_tolerance(tol, reference, n). Elements whose
-// bytes all equal `poison_byte` count as unwritten (THREATS.md row 1). Hazard: an output that
+// bytes all equal `poison_byte` count as unwritten (docs/threats.md row 1). Hazard: an output that
 // legitimately equals the pattern (-1 in an integer under 0xFF, a -NaN f16 under 0xFF) also counts
 // as unwritten; callers re-run with a second poison byte before blaming the candidate.
 struct CompareResult {
@@ -79,10 +79,10 @@ double finite_rms(const double* values, size_t n);
 // `given` with its rms term folded into abs: abs + rms * finite_rms(reference) (rms becomes 0).
 Tolerance effective_tolerance(const Tolerance& given, const double* reference, size_t n);
 
-// Fast 64-bit content checksum (inputs unchanged by the candidate, THREATS.md row 2).
+// Fast 64-bit content checksum (inputs unchanged by the candidate, docs/threats.md row 2).
 uint64_t checksum(const void* data, size_t bytes);
 
-// Seeds the evaluator draws per trial (THREATS.md: never passed to the candidate): a
+// Seeds the evaluator draws per trial (docs/threats.md: never passed to the candidate): a
 // SplitMix64 stream over a process-private root seed from the OS entropy source.
 class SeedSource {
  public:

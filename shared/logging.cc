@@ -1,4 +1,6 @@
-// Builds spdlog's default logger from LogOptions: plain text or JSON lines, to stderr or a file.
+// Builds spdlog's default logger from LogOptions: plain text or JSON lines, to stderr or a file
+// (appended, every line flushed), each line naming the process's role (LogOptions.component, set by
+// cli/app.cc to the subcommand) and pid.
 #include "shared/logging.h"
 
 #include <spdlog/pattern_formatter.h>
@@ -68,10 +70,12 @@ Status configure_logging(const LogOptions& options) {
         R"({"ts":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","component":"%n","pid":%P,"msg":"%*"})");
     logger->set_formatter(std::move(formatter));
   } else {
-    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n] %v");
+    logger->set_pattern("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ [%n:%P] %v");
   }
   logger->set_level(level);
-  logger->flush_on(spdlog::level::warn);
+  // Every line, not only warnings: the info lines before a crash are the ones an operator needs,
+  // and a buffered file loses them when the process is killed. Logging is a few lines per task.
+  logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(std::move(logger));
   return Status::ok();
 }

@@ -1,4 +1,4 @@
-// The Redis key layout (DESIGN.md "Redis layout"): the one place that spells kiln's keys. Every
+// The Redis key layout (docs/design.md, "Redis keys"): the one place that spells kiln's keys. Every
 // key starts with "kiln:" and its components are separated by ':'.
 #pragma once
 

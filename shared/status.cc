@@ -1,6 +1,8 @@
 // Status formatting and the invariant-failure handler.
 #include "shared/status.h"
 
+#include "shared/fatal.h"
+
 namespace kiln {
 
 std::string_view status_code_name(StatusCode code) {
@@ -39,9 +41,9 @@ std::string Status::to_string() const {
 }
 
 void check_failed(const char* file, int line, const char* expr, std::string_view msg) {
-  std::fprintf(stderr, "kiln: invariant failed at %s:%d: %s -- %.*s\n", file, line, expr,
-               static_cast<int>(msg.size()), msg.data());
-  std::fflush(stderr);
+  // Through report_fatal, so that a --log-file says why the process aborted.
+  report_fatal("kiln: invariant failed at " + std::string(file) + ":" + std::to_string(line) +
+               ": " + expr + " -- " + std::string(msg));
   std::abort();
 }
 

@@ -82,7 +82,7 @@ struct TargetSpec {
   // that overflows f16 in any honest kernel): dtype -> (distribution names, reason).
   std::map<DType, std::pair<std::vector<std::string>, std::string>> adversarial_skip;
   // A candidate's worst and RMS error may be at most this many times the seed's on the same
-  // inputs (THREATS.md row 10: a precision drop that stays inside the tolerance).
+  // inputs (docs/threats.md row 10: a precision drop that stays inside the tolerance).
   double precision_factor = 8;
   std::string spec_hash;             // sha256 of the spec file and every source it names
 

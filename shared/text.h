@@ -12,9 +12,13 @@ bool is_identifier(std::string_view s);
 // strerror(err) as a string (the text of an errno value).
 std::string errno_text(int err);
 
-// Text a peer sent, made safe to log: control bytes (below 0x20, and 0x7f) written as \xNN so
-// that no peer can start a forged log line or move the terminal's cursor, and cut to `max_bytes`
-// with "...(N bytes)" appended when longer.
+// Text a peer sent (a worker's id, an error message, a compile log, a model's reply), made safe to
+// put inside one log line: control bytes (below 0x20: \n, \r, ESC, ...), 0x7f, the C1 controls
+// U+0080..U+009F and bytes that are not valid UTF-8 are written as \xNN, so that no peer can start
+// a forged log line or move or recolour the terminal; a backslash becomes "\\", so an escape of
+// the peer's own cannot pass for one of ours. Valid UTF-8 passes unchanged. The result holds at
+// most `max_bytes` of that text (never cutting an escape or a UTF-8 sequence) and, when the text
+// was cut, "...(N bytes)" with N the length of the whole text.
 std::string log_safe(std::string_view text, size_t max_bytes = 200);
 
 }  // namespace kiln

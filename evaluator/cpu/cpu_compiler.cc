@@ -370,7 +370,7 @@ CompileOutput CpuCompiler::compile(const CompileRequest& request) {
   };
 
   // Scans what the compiler sees before compiling it: the preprocessed unit, in which a name
-  // built by a macro (glibc's __CONCAT(sys, tem)) is spelled out (THREATS.md rows 5-7).
+  // built by a macro (glibc's __CONCAT(sys, tem)) is spelled out (docs/threats.md rows 5-7).
   if (auto failed =
           run_compiler({"-E", "-o", dir->file(kPreprocessedFile), dir->file(kUnitFile)})) {
     return std::move(*failed);
@@ -391,7 +391,7 @@ CompileOutput CpuCompiler::compile(const CompileRequest& request) {
   }
 
   // The candidate may only import math and memory functions: anything else it declares by hand
-  // (threads, clocks, system calls) would run in the timed process (THREATS.md rows 5-7).
+  // (threads, clocks, system calls) would run in the timed process (docs/threats.md rows 5-7).
   Result<ProcessResult> symbols =
       run_process({"nm", "-D", "--undefined-only", dir->file(kOutputFile)}, kProbeTimeout);
   if (!symbols.is_ok() || symbols->exit_code != 0) {

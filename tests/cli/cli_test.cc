@@ -1,9 +1,11 @@
 // Runs the real `kiln` binary as a user would and checks what it prints and returns.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
-
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tests/support/test_env.h"
 
@@ -65,6 +67,143 @@ TEST(Cli, RunWithABrokenConfigNamesTheFileAndTheFieldAndStartsNothing) {
   EXPECT_NE(out.find("run.json"), std::string::npos) << out;
   EXPECT_NE(out.find("search.floor_fraction"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run/redis")) << out;
+}
+
+// How often `needle` occurs in `text`.
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(Cli, RunWithZeroIslandsIsRefusedBeforeAnythingStarts) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  std::string text;
+  EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --islands 0 --out " + out, &text), 2)
+      << text;
+  EXPECT_NE(text.find("--islands must be at least 1"), std::string::npos) << text;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "no folder, no private redis-server: " << text;
+}
+
+TEST(Cli, RunWithZeroEvaluatorsIsRefusedAndPointsAtTheCoordinator) {
+  testing::TempDir dir;
+  std::string text;
+  EXPECT_EQ(
+      run_command(kiln_binary() + " run --backend cpu --evaluators 0 --out " + dir.path() + "/run",
+                  &text),
+      2)
+      << text;
+  EXPECT_NE(text.find("--evaluators must be at least 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("kiln coordinator"), std::string::npos) << text;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run")) << text;
+}
+
+TEST(Cli, AnUnknownBackendIsNamedWithTheValidOnes) {
+  testing::TempDir dir;
+  for (const char* command : {" run", " coordinator"}) {
+    std::string text;
+    EXPECT_EQ(
+        run_command(kiln_binary() + command + " --backend gpu --out " + dir.path() + "/x", &text),
+        2)
+        << command << ": " << text;
+    EXPECT_NE(text.find("unknown backend 'gpu'"), std::string::npos) << text;
+    EXPECT_NE(text.find("cuda, cpu"), std::string::npos) << text;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x"));
+}
+
+TEST(Cli, ABindPortOutOfRangeIsRefusedInsteadOfListeningElsewhere) {
+  testing::TempDir dir;
+  for (const char* bind : {"tcp://0.0.0.0:99999", "tcp://0.0.0.0", "udp://0.0.0.0:5555"}) {
+    std::string text;
+    EXPECT_EQ(run_command(kiln_binary() + " coordinator --backend cpu --bind " + bind + " --out " +
+                              dir.path() + "/c",
+                          &text),
+              2)
+        << bind << ": " << text;
+    EXPECT_NE(text.find("--bind '" + std::string(bind) + "'"), std::string::npos) << text;
+  }
+  std::string text;
+  run_command(kiln_binary() + " coordinator --backend cpu --bind tcp://0.0.0.0:99999 --out " +
+                  dir.path() + "/c",
+              &text);
+  EXPECT_NE(text.find("port '99999' is not in 1-65535"), std::string::npos) << text;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/c")) << text;
+}
+
+TEST(Cli, WorkersRefuseAnEndpointTheyCannotConnectTo) {
+  std::string text;
+  EXPECT_EQ(run_command(kiln_binary() + " evaluator --backend cpu --connect tcp://127.0.0.1:70000",
+                        &text),
+            2)
+      << text;
+  EXPECT_NE(text.find("kiln evaluator: --connect 'tcp://127.0.0.1:70000'"), std::string::npos)
+      << text;
+  EXPECT_EQ(run_command(kiln_binary() + " agent --connect 'tcp://*:5555'", &text), 2) << text;
+  EXPECT_NE(text.find("can be bound, not connected to"), std::string::npos) << text;
+}
+
+TEST(Cli, AnErrorAfterThePrivateRedisStartedStopsIt) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  std::string text;
+  EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --targets no_such_target --out " + out,
+                        &text),
+            2)
+      << text;
+  EXPECT_NE(text.find("no_such_target"), std::string::npos) << text;
+  pid_t pid = -1;
+  std::ifstream(out + "/redis/redis.pid") >> pid;
+  ASSERT_GT(pid, 0) << "the private redis-server was started first: " << text;
+  EXPECT_NE(kill(pid, 0), 0) << "redis-server " << pid << " is still running";
+}
+
+TEST(Cli, AFatalErrorIsInTheLogFileWithTheRoleAndPid) {
+  testing::TempDir dir;
+  const std::string log = dir.file("kiln.log");
+  std::string text;
+  EXPECT_EQ(
+      run_command(kiln_binary() + " --log-file " + log + " run --backend cpu --islands 0", &text),
+      2)
+      << text;
+  std::ifstream in(log);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line)) << "empty log; stderr was: " << text;
+  EXPECT_NE(line.find("critical [run:"), std::string::npos) << line;
+  EXPECT_NE(line.find("kiln run: --islands must be at least 1"), std::string::npos) << line;
+}
+
+// A real (short) run on its own Redis: its progress without a terminal, then the command it
+// prints to continue it, pasted as printed.
+TEST(Cli, ARunPrintsNoTableEverySecondAndAResumeCommandThatWorksWhenPasted) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.started()) << redis.error();
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/run dir";  // a space: the printed command must quote it
+  const std::string targets = KILN_SOURCE_DIR "/targets";
+  const std::string common =
+      " --backend cpu --targets reduce --patience 2 --evaluators 1"
+      " --redis unix://" +
+      redis.socket_path() + " --out '" + out + "' --targets-dir " + targets + " --cache-dir " +
+      dir.path() + "/cache";
+  std::string text;
+  ASSERT_EQ(run_command(kiln_binary() + " run --budget 4s" + common, &text), 0) << text;
+  // The table (its header names "evals") is printed once, at the end, on stdout; while it ran,
+  // stderr (not a terminal here) got lines per target.
+  EXPECT_EQ(count(text, " evals  fails"), 1u) << text;
+  EXPECT_GE(count(text, "reduce: "), 1u) << text;
+
+  ASSERT_EQ(run_command(kiln_binary() + " run --budget 4s" + common, &text), 2) << text;
+  const size_t start = text.find("`kiln run --resume");
+  ASSERT_NE(start, std::string::npos) << text;
+  const std::string resume = text.substr(start + 1, text.find('`', start + 1) - start - 1);
+  for (const std::string& part : {"--out '" + out + "'", "--redis unix://" + redis.socket_path(),
+                                  "--targets-dir " + targets}) {
+    EXPECT_NE(resume.find(part), std::string::npos) << part << " missing in: " << resume;
+  }
+  const std::string pasted = kiln_binary() + resume.substr(std::string("kiln").size());
+  EXPECT_EQ(run_command(pasted, &text), 0) << pasted << "\n" << text;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The cheating-kernel regression suite on the cpu backend (THREATS.md): every kernel under
+// The cheating-kernel regression suite on the cpu backend (docs/threats.md): every kernel under
 // tests/cheats/cpu/ is a modified rmsnorm seed that cheats one way, evaluated end to end (scan,
 // compile, sandbox, verification stages, timing, floor); the evaluator must reach the expected
 // outcome at the expected stage. honest.cpp is the control that must verify.

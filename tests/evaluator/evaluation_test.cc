@@ -17,8 +17,8 @@ namespace kiln::eval {
 namespace {
 
 // The rmsnorm cpu seed, except that at the benchmark shape (64 x 256) it replays the first result
-// it computed into each output pointer (THREATS.md row 3). Other shapes take the honest path, so
-// only the re-check of the timed outputs can catch it.
+// it computed into each output pointer (docs/threats.md row 3). Other shapes take the honest path,
+// so only the re-check of the timed outputs can catch it.
 constexpr const char* kPointerReplaySource = R"(#include <cmath>
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// The precision stage (THREATS.md row 10) on the cpu backend: every built-in template
+// The precision stage (docs/threats.md row 10) on the cpu backend: every built-in template
 // configuration passes it with the default factor (the factor must admit honest accumulation
 // orders), a target can tighten the factor in its spec, and a spec with a meaningless factor is
 // refused when it loads.

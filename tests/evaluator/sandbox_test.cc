@@ -33,12 +33,15 @@ struct KernelSource {
 using K = ArgSpec::Kind;
 const std::vector<KernelSource>& kernel_sources() {
   static const std::vector<KernelSource> kSources = {
-      {"add", R"(#include <cstdint>
+      {"add",
+       R"(#include <cstdint>
 extern "C" void add(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-})", {K::kTensorIn, K::kTensorIn, K::kTensorOut, K::kInt64}},
-      // Replays the first result it computed into each output pointer (THREATS.md row 3).
-      {"replay", R"(#include <cstdint>
+})",
+       {K::kTensorIn, K::kTensorIn, K::kTensorOut, K::kInt64}},
+      // Replays the first result it computed into each output pointer (docs/threats.md row 3).
+      {"replay",
+       R"(#include <cstdint>
 static float* outs[16];
 static float results[16][1000];
 static int seen = 0;
@@ -53,29 +56,40 @@ extern "C" void replay(const float* a, const float* b, float* out, int64_t n) {
   outs[seen] = out;
   for (int64_t i = 0; i < n; ++i) results[seen][i] = out[i];
   ++seen;
-})", {K::kTensorIn, K::kTensorIn, K::kTensorOut, K::kInt64}},
-      {"mutate", R"(#include <cstdint>
+})",
+       {K::kTensorIn, K::kTensorIn, K::kTensorOut, K::kInt64}},
+      {"mutate",
+       R"(#include <cstdint>
 extern "C" void mutate(const float* a, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i];
   const_cast<float*>(a)[0] = 42.0f;  // cheats by changing its input
-})", {K::kTensorIn, K::kTensorOut, K::kInt64}},
-      {"lazy", R"(#include <cstdint>
+})",
+       {K::kTensorIn, K::kTensorOut, K::kInt64}},
+      {"lazy",
+       R"(#include <cstdint>
 extern "C" void lazy(const float* a, float* out, int64_t n) {}
-)", {K::kTensorIn, K::kTensorOut, K::kInt64}},
-      {"spin", R"(#include <cstdint>
+)",
+       {K::kTensorIn, K::kTensorOut, K::kInt64}},
+      {"spin",
+       R"(#include <cstdint>
 extern "C" void spin(const float* a, float* out, int64_t n) {
   volatile int64_t x = 0;
   for (;;) x = x + 1;
-})", {K::kTensorIn, K::kTensorOut, K::kInt64}},
+})",
+       {K::kTensorIn, K::kTensorOut, K::kInt64}},
       // The address comes in at run time (0), so the compiler cannot turn the store into a trap.
-      {"segv", R"(#include <cstdint>
+      {"segv",
+       R"(#include <cstdint>
 extern "C" void segv(const float* a, float* out, int64_t address) {
   *reinterpret_cast<volatile int*>(address) = 1;
-})", {K::kTensorIn, K::kTensorOut, K::kInt64}},
-      {"aborts", R"(#include <cstdint>
+})",
+       {K::kTensorIn, K::kTensorOut, K::kInt64}},
+      {"aborts",
+       R"(#include <cstdint>
 #include <cstdlib>
 extern "C" void aborts(const float* a, float* out, int64_t n) { std::abort(); }
-)", {K::kTensorIn, K::kTensorOut, K::kInt64}},
+)",
+       {K::kTensorIn, K::kTensorOut, K::kInt64}},
   };
   return kSources;
 }

@@ -1,6 +1,6 @@
 // A target's tolerance must pass every honest kernel on every input the verification stages draw,
-// and still fail the precision cheats (THREATS.md row 10). Checked here for reduce in f32, whose
-// row sums of large-magnitude inputs cancel: a sum near zero carries the rounding error of
+// and still fail the precision cheats (docs/threats.md row 10). Checked here for reduce in f32,
+// whose row sums of large-magnitude inputs cancel: a sum near zero carries the rounding error of
 // partial sums in the hundreds of thousands, which once failed an honest fp32 accumulation in CI
 // (error 0.499 against an absolute tolerance of 0.25). The tolerance now scales with the outputs'
 // root mean square; rounding the inputs to f16 must stay far outside it.

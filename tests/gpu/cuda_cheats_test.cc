@@ -1,6 +1,6 @@
-// The cheating-kernel regression suite on the cuda backend (THREATS.md; ctest label gpu): every
-// kernel under tests/cheats/cuda/ is a modified rmsnorm seed that cheats one way (or hangs, or
-// faults), evaluated end to end on GPU 0; the evaluator must reach the expected outcome at the
+// The cheating-kernel regression suite on the cuda backend (docs/threats.md; ctest label gpu):
+// every kernel under tests/cheats/cuda/ is a modified rmsnorm seed that cheats one way (or hangs,
+// or faults), evaluated end to end on GPU 0; the evaluator must reach the expected outcome at the
 // expected stage. honest.cu is the control that must verify. Without a GPU the evaluations skip
 // with "no CUDA GPU"; the NVRTC compile check of the sources runs wherever libnvrtc loads.
 #include <gtest/gtest.h>

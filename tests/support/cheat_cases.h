@@ -1,6 +1,6 @@
-// The cheating-kernel regression suite's shared parts (THREATS.md, "Rules for the harness"): one
-// case per cheat kernel under tests/cheats/<backend>/, with the outcome and the failing stage the
-// evaluator must report, and the check of an EvaluationResult against it. Used by
+// The cheating-kernel regression suite's shared parts (docs/threats.md, "Rules the harness keeps"):
+// one case per cheat kernel under tests/cheats/<backend>/, with the outcome and the failing stage
+// the evaluator must report, and the check of an EvaluationResult against it. Used by
 // tests/evaluator/cheats_test.cc (cpu, CI) and tests/gpu/cuda_cheats_test.cc (cuda, GPU machines).
 #pragma once
 

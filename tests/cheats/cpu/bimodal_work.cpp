@@ -1,6 +1,7 @@
-// THREATS.md row 16, the timing side: always right, but every other call does its work four times
-// over, so its samples form two clusters. A median of such samples times neither kind of launch;
-// the timing is refused as bimodal (a kernel that did less work on some launches looks the same).
+// docs/threats.md row 16, the timing side: always right, but every other call does its work four
+// times over, so its samples form two clusters. A median of such samples times neither kind of
+// launch; the timing is refused as bimodal (a kernel that did less work on some launches looks the
+// same).
 #include <cmath>
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// THREATS.md row 6 (work escaping the timer), past the scan: where it sees the A-B-A pointer
+// docs/threats.md row 6 (work escaping the timer), past the scan: where it sees the A-B-A pointer
 // pattern of a timing loop, it returns at once and leaves the work to a detached C11 thread
 // (thrd_create, declared by hand: no header needed), which runs on while the harness flushes
 // caches between samples. Should be rejected by the static scan like std::thread.

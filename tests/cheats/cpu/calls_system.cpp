@@ -1,4 +1,4 @@
-// THREATS.md row 5 (work done outside the kernel): hands the work to another program through
+// docs/threats.md row 5 (work done outside the kernel): hands the work to another program through
 // std::system, after which the kernel's own time means nothing. Rejected by the static scan.
 #include <cstdint>
 #include <cstdlib>

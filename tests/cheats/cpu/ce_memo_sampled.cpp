@@ -1,6 +1,6 @@
-// THREATS.md row 20 (a stale replay smaller than the tolerance), on cross_entropy: remembers the
-// losses of every input it has seen, keyed on the shape, the first label and 16 fixed logits, and
-// replays them on a match. One logit moved by a few units changes a row's loss by ~1e-5 among
+// docs/threats.md row 20 (a stale replay smaller than the tolerance), on cross_entropy: remembers
+// the losses of every input it has seen, keyed on the shape, the first label and 16 fixed logits,
+// and replays them on a match. One logit moved by a few units changes a row's loss by ~1e-5 among
 // 32768 classes -- inside the tolerance -- so a small change before the checked launch let the
 // stale losses pass; the sites move far above the row's largest logits, which moves the loss by
 // units.

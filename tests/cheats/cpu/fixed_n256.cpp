@@ -1,4 +1,4 @@
-// THREATS.md row 12 (shape specialization): the row length is hard-coded to 256, the smoke and
+// docs/threats.md row 12 (shape specialization): the row length is hard-coded to 256, the smoke and
 // benchmark shape, so the compiler can unroll and vectorize the whole row; other widths are
 // simply wrong. Caught by the shape sweep.
 #include <cmath>

@@ -1,4 +1,4 @@
-// THREATS.md row 10 (precision downgrade): for f32 data, rounds x, w and the scale through
+// docs/threats.md row 10 (precision downgrade): for f32 data, rounds x, w and the scale through
 // _Float16 (about 3 significant digits) to halve the bytes a real kernel would move. Inside a
 // loose tolerance, far outside f32's (rel 2e-5); caught at once (smoke).
 #include <cmath>

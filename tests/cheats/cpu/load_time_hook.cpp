@@ -1,5 +1,5 @@
-// THREATS.md row 7 (harness tampering): a load-time constructor that could patch the timer or the
-// checker living in the same process, plus a clock_gettime() of its own that interposes on the
+// docs/threats.md row 7 (harness tampering): a load-time constructor that could patch the timer or
+// the checker living in the same process, plus a clock_gettime() of its own that interposes on the
 // timer's clock and makes every call look short. Rejected by the static scan (constructor,
 // clock_gettime).
 #include <cmath>

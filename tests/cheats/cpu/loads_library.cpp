@@ -1,4 +1,4 @@
-// THREATS.md row 5 (a vendor library instead of the kernel): dlopen()s a BLAS and calls it, so
+// docs/threats.md row 5 (a vendor library instead of the kernel): dlopen()s a BLAS and calls it, so
 // the time measured is the library's. Rejected by the static scan (dlopen, dlsym).
 #include <cstdint>
 #include <dlfcn.h>

@@ -1,5 +1,5 @@
-// THREATS.md row 15 (memoization across timed launches, compared in full): keeps the inputs and
-// outputs of the last calls and replays an output whenever shape and inputs match exactly. It
+// docs/threats.md row 15 (memoization across timed launches, compared in full): keeps the inputs
+// and outputs of the last calls and replays an output whenever shape and inputs match exactly. It
 // never answers wrong; it only gets faster when the same inputs come back, as they did when the
 // timer rotated a fixed number of input sets. With a secret subset of sites changed before every
 // launch, no launch sees inputs an earlier one had: the cache never hits and the kernel is timed

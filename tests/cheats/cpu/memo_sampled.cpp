@@ -1,7 +1,7 @@
-// THREATS.md rows 15 and 20 (memoization keyed on a sample of positions): remembers the outputs of
-// every input it has seen, keyed on the shape and 16 fixed input positions, and replays them on a
-// match. Launches whose secret sites lie elsewhere hit the cache and get a stale answer; the
-// sites move far enough that the stale rows are wrong by much more than the tolerance, and the
+// docs/threats.md rows 15 and 20 (memoization keyed on a sample of positions): remembers the
+// outputs of every input it has seen, keyed on the shape and 16 fixed input positions, and replays
+// them on a match. Launches whose secret sites lie elsewhere hit the cache and get a stale answer;
+// the sites move far enough that the stale rows are wrong by much more than the tolerance, and the
 // closing launches and the launches kept at random are checked.
 #include <cmath>
 #include <cstdint>

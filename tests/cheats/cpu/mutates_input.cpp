@@ -1,4 +1,4 @@
-// THREATS.md row 2 (input mutation): computes the right answer, then zeroes its input x, so a
+// docs/threats.md row 2 (input mutation): computes the right answer, then zeroes its input x, so a
 // checker that recomputed the reference from the candidate's buffers afterwards would expect
 // all-zero outputs. Caught by the input checksum taken before and compared after the run.
 #include <cmath>

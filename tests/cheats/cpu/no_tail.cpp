@@ -1,5 +1,5 @@
-// THREATS.md row 12 (right only at friendly shapes): works in whole chunks of 256 elements and has
-// no tail loop. Every benchmark, smoke and sweep width of rmsnorm is a multiple of 256, so only
+// docs/threats.md row 12 (right only at friendly shapes): works in whole chunks of 256 elements and
+// has no tail loop. Every benchmark, smoke and sweep width of rmsnorm is a multiple of 256, so only
 // the edge shapes (N = 1, 3, 65, 1031, 4099) expose it: the tail stays unwritten.
 #include <cmath>
 #include <cstdint>

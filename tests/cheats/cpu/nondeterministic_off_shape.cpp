@@ -1,6 +1,6 @@
-// THREATS.md row 17 (determinism checked at one shape): bitwise deterministic at the largest sweep
-// shape (128 x 8192), where the determinism stage used to repeat, and off by one ulp on alternate
-// calls everywhere else -- inside the tolerance, but two runs on the same inputs differ.
+// docs/threats.md row 17 (determinism checked at one shape): bitwise deterministic at the largest
+// sweep shape (128 x 8192), where the determinism stage used to repeat, and off by one ulp on
+// alternate calls everywhere else -- inside the tolerance, but two runs on the same inputs differ.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

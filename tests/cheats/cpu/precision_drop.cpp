@@ -1,6 +1,6 @@
-// THREATS.md row 10 (a precision drop just inside the tolerance): right to ~8e-6 relative -- the
-// 1/rms factor keeps only 17 bits of its significand, as a cruder approximation would -- which the
-// f32 tolerance (2e-5) admits, but its error is tens of times the seed's on the same inputs.
+// docs/threats.md row 10 (a precision drop just inside the tolerance): right to ~8e-6 relative --
+// the 1/rms factor keeps only 17 bits of its significand, as a cruder approximation would -- which
+// the f32 tolerance (2e-5) admits, but its error is tens of times the seed's on the same inputs.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

@@ -1,6 +1,6 @@
-// THREATS.md row 11 (reading memory it never wrote): before writing each output element it reads
-// that element's old contents and lets their lowest bit nudge the result by one ulp. Every answer
-// is within tolerance, but what it writes depends on what the buffer held. Caught by the
+// docs/threats.md row 11 (reading memory it never wrote): before writing each output element it
+// reads that element's old contents and lets their lowest bit nudge the result by one ulp. Every
+// answer is within tolerance, but what it writes depends on what the buffer held. Caught by the
 // determinism stage: the same inputs under another poison pattern give different bits.
 #include <cmath>
 #include <cstdint>

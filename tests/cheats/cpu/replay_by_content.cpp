@@ -1,5 +1,5 @@
-// THREATS.md row 3 (result caching keyed on a sample of the contents): remembers the answers of
-// the last few calls, keyed on the shape and on a handful of sampled input elements, and replays
+// docs/threats.md row 3 (result caching keyed on a sample of the contents): remembers the answers
+// of the last few calls, keyed on the shape and on a handful of sampled input elements, and replays
 // an answer (a copy instead of the reductions) whenever the sample matches. It never returns a
 // wrong answer for inputs it has not seen; it only gets faster where the same contents come back,
 // as they do when the timer rotates a fixed number of input sets through its launches.

@@ -1,4 +1,4 @@
-// THREATS.md row 3 (result caching): keeps the last answer per output pointer and shape in a
+// docs/threats.md row 3 (result caching): keeps the last answer per output pointer and shape in a
 // static buffer and replays it whenever the same (y, M, N) comes back, without looking at x.
 // Caught in verification: consecutive cases of one shape get the same buffers (the sandbox pools
 // them by size) with new contents, so the second adversarial case receives a stale answer.

@@ -1,4 +1,4 @@
-// THREATS.md rows 3 and 8 (result replay aimed at the timer): caches the answer per output
+// docs/threats.md rows 3 and 8 (result replay aimed at the timer): caches the answer per output
 // pointer and shape, and replays it only on the A-B-A pattern of a timing loop that alternates
 // buffer groups (this pointer two calls ago, another one in between). Verification runs each case
 // once and repeats a pointer only back to back, so it never sees a replay. Caught only because

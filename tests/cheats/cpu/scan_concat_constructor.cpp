@@ -1,5 +1,5 @@
-// THREATS.md row 7 (harness tampering), past the text scan: a load-time constructor, which runs
-// inside the sandbox child when the kernel is loaded, next to the timer and the checker. The
+// docs/threats.md row 7 (harness tampering), past the text scan: a load-time constructor, which
+// runs inside the sandbox child when the kernel is loaded, next to the timer and the checker. The
 // attribute's name is pasted by glibc's __CONCAT, so `constructor` is never written, and the
 // hook imports nothing, so the import check after compiling sees nothing either. Refused at
 // compile by the scan of the preprocessed source (identifier:constructor).

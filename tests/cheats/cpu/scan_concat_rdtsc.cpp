@@ -1,6 +1,6 @@
-// THREATS.md row 7 (timer access), past the text scan: reads the time-stamp counter through the
-// __rdtsc intrinsic of <immintrin.h> (an allowed header), its name pasted by glibc's __CONCAT so
-// that `rdtsc` is never written. A call that comes soon after the previous one is taken for a
+// docs/threats.md row 7 (timer access), past the text scan: reads the time-stamp counter through
+// the __rdtsc intrinsic of <immintrin.h> (an allowed header), its name pasted by glibc's __CONCAT
+// so that `rdtsc` is never written. A call that comes soon after the previous one is taken for a
 // timed repetition and skips the work. An intrinsic imports nothing, so only the scan of the
 // preprocessed source refuses it at compile (identifier:__rdtsc).
 #include <immintrin.h>

@@ -1,6 +1,6 @@
-// THREATS.md row 5 (work done outside the kernel), past the text scan: hands the work to another
-// program through system(), whose name is never written: glibc's __CONCAT (sys/cdefs.h, which
-// every allowed header pulls in) pastes it together, and the text scan bans `##`, not a macro
+// docs/threats.md row 5 (work done outside the kernel), past the text scan: hands the work to
+// another program through system(), whose name is never written: glibc's __CONCAT (sys/cdefs.h,
+// which every allowed header pulls in) pastes it together, and the text scan bans `##`, not a macro
 // from a header that uses it. Refused at compile by the scan of the preprocessed source
 // (identifier:system).
 #include <cmath>

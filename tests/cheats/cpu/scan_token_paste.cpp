@@ -1,6 +1,6 @@
-// THREATS.md row 5 (work done outside the kernel): builds `system` from two allowed pieces with
-// the token-pasting operator of its own macro. Rejected by the text scan (token-paste:##); were
-// it not, the scan of the preprocessed source would see identifier:system.
+// docs/threats.md row 5 (work done outside the kernel): builds `system` from two allowed pieces
+// with the token-pasting operator of its own macro. Rejected by the text scan (token-paste:##);
+// were it not, the scan of the preprocessed source would see identifier:system.
 #include <cmath>
 #include <cstdint>
 

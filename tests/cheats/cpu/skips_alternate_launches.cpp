@@ -1,4 +1,4 @@
-// THREATS.md row 16 (less work on some launches): honest for the first 64 calls (every
+// docs/threats.md row 16 (less work on some launches): honest for the first 64 calls (every
 // verification launch and the timer's warm-up), then computes only every other call and leaves
 // the outputs alone on the rest, so half the timed launches are nearly free. Caught because the
 // outputs of launches it cannot predict are checked (and its samples are bimodal).

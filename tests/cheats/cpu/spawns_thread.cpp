@@ -1,5 +1,5 @@
-// THREATS.md row 6 (work escaping the timer): returns at once and lets a detached std::thread do
-// the work, so the timed call measures only the spawn. Rejected by the static scan (std::thread,
+// docs/threats.md row 6 (work escaping the timer): returns at once and lets a detached std::thread
+// do the work, so the timed call measures only the spawn. Rejected by the static scan (std::thread,
 // and <thread> is not an allowed header).
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,6 @@
-// THREATS.md row 17 (hostile values reach one shape): right at the first sweep shape (64 x 1024),
-// where the adversarial distributions used to run, and everywhere else it clamps its inputs to
-// +-1000 -- harmless for well-scaled inputs, wrong for large magnitudes and infinities.
+// docs/threats.md row 17 (hostile values reach one shape): right at the first sweep shape (64 x
+// 1024), where the adversarial distributions used to run, and everywhere else it clamps its inputs
+// to +-1000 -- harmless for well-scaled inputs, wrong for large magnitudes and infinities.
 #include <cmath>
 #include <cstdint>
 

@@ -1,6 +1,7 @@
-// THREATS.md row 8 (warm-up detection): counts its calls in a static and is correct only for the
-// first three, taking them for warm-up or a first check; after that it writes nothing. Caught by
-// the later verification cases (the sweep), whose outputs are poisoned and checked like the first.
+// docs/threats.md row 8 (warm-up detection): counts its calls in a static and is correct only for
+// the first three, taking them for warm-up or a first check; after that it writes nothing. Caught
+// by the later verification cases (the sweep), whose outputs are poisoned and checked like the
+// first.
 #include <cmath>
 #include <cstdint>
 

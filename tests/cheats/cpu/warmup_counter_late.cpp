@@ -1,6 +1,6 @@
-// THREATS.md row 8 (warm-up detection, aimed at the timer): correct for the first 64 calls, which
-// cover every verification launch (58 for rmsnorm on the cpu backend) and the timer's warm-up,
-// then writes nothing. Caught only because the timed launches' outputs are re-checked.
+// docs/threats.md row 8 (warm-up detection, aimed at the timer): correct for the first 64 calls,
+// which cover every verification launch (58 for rmsnorm on the cpu backend) and the timer's
+// warm-up, then writes nothing. Caught only because the timed launches' outputs are re-checked.
 #include <cmath>
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-// THREATS.md row 1 (output memory reuse): writes nothing, betting that the output buffer still
+// docs/threats.md row 1 (output memory reuse): writes nothing, betting that the output buffer still
 // holds a right answer from an earlier run. Caught because outputs are poisoned before every run.
 #include <cstdint>
 

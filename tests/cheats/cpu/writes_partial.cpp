@@ -1,5 +1,5 @@
-// THREATS.md rows 1 and 11: writes only the even rows (half the work), betting that the odd rows
-// already hold the answer. Caught by the every-element-written check (poisoned outputs).
+// docs/threats.md rows 1 and 11: writes only the even rows (half the work), betting that the odd
+// rows already hold the answer. Caught by the every-element-written check (poisoned outputs).
 #include <cmath>
 #include <cstdint>
 

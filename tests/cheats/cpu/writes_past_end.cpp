@@ -1,4 +1,4 @@
-// THREATS.md row 18 (writes outside its outputs): right, but also stores into the two elements
+// docs/threats.md row 18 (writes outside its outputs): right, but also stores into the two elements
 // just past the end of y (scratch of its own, or a neighbour's data). The guard regions around
 // every buffer catch it, naming the buffer and how far past its end.
 #include <cmath>

@@ -1,4 +1,4 @@
-// THREATS.md row 16, the timing side: always right, but every other launch does its work eight
+// docs/threats.md row 16, the timing side: always right, but every other launch does its work eight
 // times over, so its samples form two clusters. A median of such samples times neither kind of
 // launch; the timing is refused as bimodal.
 __device__ unsigned int launches = 0;

@@ -1,4 +1,4 @@
-// THREATS.md row 4 (a shortcut that fits typical data): leaves eps out of the normalization,
+// docs/threats.md row 4 (a shortcut that fits typical data): leaves eps out of the normalization,
 // which changes nothing measurable while mean(x^2) >> eps, i.e. on N(0, 1) and U(-1, 1) inputs.
 // Caught by the adversarial distributions: small-magnitude rows (mean(x^2) ~ eps) and all-zero
 // rows (0 / 0 = NaN).

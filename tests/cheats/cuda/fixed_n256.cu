@@ -1,5 +1,5 @@
-// THREATS.md row 12 (shape specialization): the row length is hard-coded to 256, the smoke shape
-// (one element per thread, so the compiler can keep the row in registers); other widths are
+// docs/threats.md row 12 (shape specialization): the row length is hard-coded to 256, the smoke
+// shape (one element per thread, so the compiler can keep the row in registers); other widths are
 // simply wrong. Caught by the shape sweep.
 constexpr long long kN = 256;
 

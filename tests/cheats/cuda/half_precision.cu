@@ -1,4 +1,4 @@
-// THREATS.md row 10 (precision downgrade): whatever T is, rounds x, w and the scale through
+// docs/threats.md row 10 (precision downgrade): whatever T is, rounds x, w and the scale through
 // __half (about 3 significant digits), as a kernel reading half the bytes would. Exact for f16
 // data, far outside f32's tolerance (rel 2e-5); run with f32 it is caught at once (smoke).
 __device__ __forceinline__ float via_half(float v) { return __half2float(__float2half_rn(v)); }

@@ -1,4 +1,4 @@
-// THREATS.md rows 15 and 20 (memoization keyed on a sample of positions): keeps, per row, the
+// docs/threats.md rows 15 and 20 (memoization keyed on a sample of positions): keeps, per row, the
 // outputs of the inputs it has seen in __device__ memory, keyed on the shape and 16 fixed input
 // positions, and replays the row on a match. Launches whose secret sites lie elsewhere get a stale
 // answer; the sites move far enough that the stale rows are wrong by much more than the

@@ -1,4 +1,4 @@
-// THREATS.md row 2 (input mutation): computes the right answer, then zeroes its row of x, so a
+// docs/threats.md row 2 (input mutation): computes the right answer, then zeroes its row of x, so a
 // checker that recomputed the reference from the candidate's buffers afterwards would expect
 // all-zero outputs. Caught by the input checksum taken before and compared after the run.
 extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long M, long long N,

@@ -1,6 +1,6 @@
-// THREATS.md row 12 (right only at friendly shapes): works in whole chunks of 256 elements (one
-// per thread) and has no tail. Every benchmark, smoke and sweep width of rmsnorm is a multiple of
-// 256, so only the edge shapes (N = 1, 3, 65, 1031, 4099) expose it: the tail stays unwritten.
+// docs/threats.md row 12 (right only at friendly shapes): works in whole chunks of 256 elements
+// (one per thread) and has no tail. Every benchmark, smoke and sweep width of rmsnorm is a multiple
+// of 256, so only the edge shapes (N = 1, 3, 65, 1031, 4099) expose it: the tail stays unwritten.
 constexpr long long kChunk = 256;
 
 extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long M, long long N,

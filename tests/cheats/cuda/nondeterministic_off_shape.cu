@@ -1,7 +1,7 @@
-// THREATS.md row 17 (determinism checked at one shape): bitwise deterministic at the largest sweep
-// shape (128 x 8192), where the determinism stage used to repeat, and off by one unit in the last
-// place on alternate launches everywhere else -- inside the tolerance, but two runs on the same
-// inputs differ.
+// docs/threats.md row 17 (determinism checked at one shape): bitwise deterministic at the largest
+// sweep shape (128 x 8192), where the determinism stage used to repeat, and off by one unit in the
+// last place on alternate launches everywhere else -- inside the tolerance, but two runs on the
+// same inputs differ.
 __device__ unsigned int launches = 0;
 __device__ unsigned int blocks_done = 0;
 

@@ -1,6 +1,7 @@
-// THREATS.md row 10 (a precision drop just inside the tolerance), timed in f32: the 1/rms factor
-// keeps only 17 bits of its significand, as a cruder approximation would -- about 8e-6 relative,
-// which the f32 tolerance (2e-5) admits, but tens of times the seed's error on the same inputs.
+// docs/threats.md row 10 (a precision drop just inside the tolerance), timed in f32: the 1/rms
+// factor keeps only 17 bits of its significand, as a cruder approximation would -- about 8e-6
+// relative, which the f32 tolerance (2e-5) admits, but tens of times the seed's error on the same
+// inputs.
 extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long M, long long N,
                                         float eps) {
   __shared__ float partial[256];

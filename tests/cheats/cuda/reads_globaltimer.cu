@@ -1,5 +1,5 @@
-// THREATS.md row 7 (timer access): reads the global nanosecond timer from inline PTX, the first
-// step of behaving differently under the timer (or of spinning until a sample boundary).
+// docs/threats.md row 7 (timer access): reads the global nanosecond timer from inline PTX, the
+// first step of behaving differently under the timer (or of spinning until a sample boundary).
 // Rejected by the static scan (timer:globaltimer).
 extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long M, long long N,
                                         float eps) {

@@ -1,5 +1,5 @@
-// THREATS.md row 3 (result caching keyed on a sample of the contents): remembers two answers per
-// row in device memory, keyed on the width and on a handful of sampled elements of the row, and
+// docs/threats.md row 3 (result caching keyed on a sample of the contents): remembers two answers
+// per row in device memory, keyed on the width and on a handful of sampled elements of the row, and
 // replays one (a copy instead of the reduction) whenever the sample matches. It never returns a
 // wrong answer for inputs it has not seen; it only skips work where the same contents come back,
 // as they do when the timer rotates a fixed number of input sets through its launches.

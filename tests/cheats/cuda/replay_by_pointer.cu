@@ -1,5 +1,5 @@
-// THREATS.md row 3 (result caching in a __device__ buffer): keeps the last answer of each row per
-// output pointer and width in device memory and replays it whenever the same (y, N) comes back,
+// docs/threats.md row 3 (result caching in a __device__ buffer): keeps the last answer of each row
+// per output pointer and width in device memory and replays it whenever the same (y, N) comes back,
 // without looking at x. Caught in verification: consecutive cases of one shape get the same
 // buffers (the sandbox pools them by size) with new contents, so the second adversarial case
 // receives a stale answer.

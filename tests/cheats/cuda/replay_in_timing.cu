@@ -1,4 +1,4 @@
-// THREATS.md rows 3 and 8 (result replay aimed at the timer): caches each row's answer for its
+// docs/threats.md rows 3 and 8 (result replay aimed at the timer): caches each row's answer for its
 // last two output pointers (with the width) in device memory, and replays one only on the A-B-A
 // pattern of a timing loop that alternates buffer groups (this row's pointer two launches ago,
 // another one in between). Verification runs each case once and repeats a pointer only back to

@@ -1,4 +1,4 @@
-// THREATS.md row 7 (timer access), past the text scan: reads the global nanosecond timer from
+// docs/threats.md row 7 (timer access), past the text scan: reads the global nanosecond timer from
 // inline PTX whose text is assembled from a macro and a literal ("mov.u64 %0, " KILN_SREG
 // "timer;"): no literal and no run of adjacent literals holds the name. Refused at compile by
 // the scan of the generated PTX (ptx:%globaltimer).

@@ -1,4 +1,4 @@
-// THREATS.md row 7 (timer access), past the text scan: reads the SM cycle counter, which keeps
+// docs/threats.md row 7 (timer access), past the text scan: reads the SM cycle counter, which keeps
 // counting across launches and so times them, through clock64() named by token pasting
 // (KILN_CAT(clo, ck64)). Refused at compile by the scan of the generated PTX (ptx:%clock64).
 #define KILN_CAT(a, b) a##b

@@ -1,5 +1,5 @@
-// THREATS.md row 5 (reaching past the kernel), past the text scan: takes scratch memory from the
-// device heap with malloc, named by token pasting (KILN_CAT(mal, loc)), outside the memory the
+// docs/threats.md row 5 (reaching past the kernel), past the text scan: takes scratch memory from
+// the device heap with malloc, named by token pasting (KILN_CAT(mal, loc)), outside the memory the
 // sandbox hands it. Refused at compile by the scan of the generated PTX, which allows no
 // external function but vprintf and __assertfail (ptx:extern-function:malloc).
 #define KILN_CAT(a, b) a##b

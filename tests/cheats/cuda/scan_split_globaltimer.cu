@@ -1,4 +1,4 @@
-// THREATS.md row 7 (timer access): reads the global nanosecond timer from inline PTX, its name
+// docs/threats.md row 7 (timer access): reads the global nanosecond timer from inline PTX, its name
 // split across two adjacent string literals ("%%global" "timer;") that the compiler joins into
 // one. Rejected by the text scan, which joins adjacent literals as the compiler does
 // (timer:globaltimer).

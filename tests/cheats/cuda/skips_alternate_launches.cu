@@ -1,4 +1,4 @@
-// THREATS.md row 16 (less work on some launches): counts its launches in __device__ memory, is
+// docs/threats.md row 16 (less work on some launches): counts its launches in __device__ memory, is
 // honest for the first 64 (every verification launch of the timed dtype and the warm-up), then
 // computes only every other launch and leaves the outputs alone on the rest. Caught because the
 // outputs of launches it cannot predict are checked (and its samples are bimodal).

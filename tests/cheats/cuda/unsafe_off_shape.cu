@@ -1,6 +1,6 @@
-// THREATS.md row 17 (hostile values reach one shape): right at the first sweep shape (64 x 1024),
-// where the adversarial distributions used to run, and everywhere else it clamps its inputs to
-// +-50 -- harmless for well-scaled inputs, wrong for large magnitudes and infinities.
+// docs/threats.md row 17 (hostile values reach one shape): right at the first sweep shape (64 x
+// 1024), where the adversarial distributions used to run, and everywhere else it clamps its inputs
+// to +-50 -- harmless for well-scaled inputs, wrong for large magnitudes and infinities.
 __device__ float clamped(float v, bool clamp) { return clamp ? fminf(fmaxf(v, -50.f), 50.f) : v; }
 
 extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long M, long long N,

@@ -1,6 +1,6 @@
-// THREATS.md row 8 (warm-up detection): counts its launches in __device__ memory (the last block
-// of each launch to finish bumps the count) and is correct only for the first three; after that
-// it writes nothing. Caught by the later verification cases (the sweep), whose outputs are
+// docs/threats.md row 8 (warm-up detection): counts its launches in __device__ memory (the last
+// block of each launch to finish bumps the count) and is correct only for the first three; after
+// that it writes nothing. Caught by the later verification cases (the sweep), whose outputs are
 // poisoned and checked like the first.
 constexpr unsigned int kHonestLaunches = 3;
 

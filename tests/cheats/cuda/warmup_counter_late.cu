@@ -1,7 +1,7 @@
-// THREATS.md row 8 (warm-up detection, aimed at the timer): counts its launches in __device__
+// docs/threats.md row 8 (warm-up detection, aimed at the timer): counts its launches in __device__
 // memory and is correct for the first 64, which cover every verification launch of its dtype (58
-// for rmsnorm in the timed dtype: each dtype is its own module) and the timer's warm-up, then writes nothing. Caught
-// only because the timed launches' outputs are re-checked.
+// for rmsnorm in the timed dtype: each dtype is its own module) and the timer's warm-up, then
+// writes nothing. Caught only because the timed launches' outputs are re-checked.
 constexpr unsigned int kHonestLaunches = 64;
 
 __device__ unsigned int launches = 0;

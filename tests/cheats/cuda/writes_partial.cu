@@ -1,5 +1,6 @@
-// THREATS.md rows 1 and 11: only the blocks of even rows work (half the work), betting that the
-// odd rows already hold the answer. Caught by the every-element-written check (poisoned outputs).
+// docs/threats.md rows 1 and 11: only the blocks of even rows work (half the work), betting that
+// the odd rows already hold the answer. Caught by the every-element-written check (poisoned
+// outputs).
 extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long M, long long N,
                                         float eps) {
   if (blockIdx.x % 2 == 1) return;

@@ -1,5 +1,5 @@
-// THREATS.md row 18 (writes outside its outputs): right, but the last block also stores into the
-// two elements just past the end of y. The guard regions around every buffer catch it, naming
+// docs/threats.md row 18 (writes outside its outputs): right, but the last block also stores into
+// the two elements just past the end of y. The guard regions around every buffer catch it, naming
 // the buffer and how far past its end.
 extern "C" __global__ void rmsnorm_seed(const T* x, const T* w, T* y, long long M, long long N,
                                         float eps) {
