@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/llm/llm_proposer.h"
+#include "shared/text.h"
 #include "shared/build_info.h"
 #include "shared/worker_link.h"
 
@@ -190,7 +191,7 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
       done.swap(queue.done);
     }
     for (proto::Proposal& p : done) {
-      if (!p.error.empty()) spdlog::info("task {} ({}): {}", p.task_id, p.target, p.error);
+      if (!p.error.empty()) spdlog::info("task {} ({}): {}", log_safe(p.task_id), log_safe(p.target), log_safe(p.error, 400));
       ++answered;
       link.send(std::move(p));
       link.send(proto::Credit{1});

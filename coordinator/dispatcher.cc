@@ -136,7 +136,7 @@ void Dispatcher::fail_proposal(const std::string& task_id, const std::string& wh
     failed.target = q->task.target;
     proposal_queue_.erase(q);
   }
-  spdlog::warn("proposal task {} for {} failed: {}", task_id, failed.target, why);
+  spdlog::warn("proposal task {} for {} failed: {}", log_safe(task_id), log_safe(failed.target), log_safe(why, 400));
   proposal_ids_.erase(task_id);
   ++stats_.proposals_failed;
   proposals_.push_back(std::move(failed));
@@ -146,7 +146,7 @@ void Dispatcher::on_proposal(const std::string& peer, proto::Proposal proposal) 
   auto it = proposals_in_flight_.find(proposal.task_id);
   if (it == proposals_in_flight_.end() || it->second.peer != peer) {
     ++stats_.duplicates;
-    spdlog::info("dropping a proposal for task {} from {}: not in flight there", proposal.task_id, peer);
+    spdlog::info("dropping a proposal for task {} from {}: not in flight there", log_safe(proposal.task_id), log_safe(peer));
     return;
   }
   if (proposal.target.empty()) proposal.target = it->second.task.target;

@@ -19,6 +19,7 @@
 #include "evaluator/compile_pool.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/toolchain.h"
+#include "shared/text.h"
 #include "shared/build_info.h"
 #include "shared/protocol.h"
 #include "shared/target_spec.h"
@@ -43,7 +44,7 @@ class Worker {
       r.outcome = proto::Outcome::kInternalError;
       r.worker_fault = true;
       r.log = p.status().message();
-      spdlog::warn("task {}: cannot evaluate here: {}", task.task_id, r.log);
+      spdlog::warn("task {}: cannot evaluate here: {}", log_safe(task.task_id), log_safe(r.log, 400));
     } else {
       r = p->evaluator->evaluate(p->candidate, p->dtype);
     }
@@ -218,9 +219,9 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
         waiting.assign(box.tasks.begin(), box.tasks.end());
       }
       for (const auto& next : waiting) worker.prefetch(next, pool);
-      spdlog::info("evaluating task {} ({} on {})", task.task_id, task.candidate_id, task.target);
+      spdlog::info("evaluating task {} ({} on {})", log_safe(task.task_id), log_safe(task.candidate_id), log_safe(task.target));
       proto::EvaluationResult r = worker.evaluate(task);
-      spdlog::info("task {}: {} in {:.0f} ms", task.task_id, proto::outcome_name(r.outcome), r.wall_ms);
+      spdlog::info("task {}: {} in {:.0f} ms", log_safe(task.task_id), proto::outcome_name(r.outcome), r.wall_ms);
       std::lock_guard lock(box.mu);
       box.results.push_back(std::move(r));
     }
