@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "shared/log_rate.h"
 #include "shared/redis_keys.h"
 #include "shared/text.h"
 
@@ -203,22 +204,26 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
   auto it = in_flight_.find(result.task_id);
   if (it == in_flight_.end() || it->second.task.candidate_id != result.candidate_id) {
     ++stats_.duplicates;  // late (already answered or requeued and answered) or unknown
-    spdlog::info("dropping a result for task {} from {}: not in flight", log_safe(result.task_id),
-                 log_safe(peer));
+    log_limited(noisy_, spdlog::level::info, "late result",
+                fmt::format("dropping a result for task {} from {}: not in flight",
+                            log_safe(result.task_id), log_safe(peer)));
     return false;
   }
   if (it->second.peer != peer) {
     // Only the lease holder answers a task: anyone else is late (the task was taken from it and
     // handed out again) or forging; its answer must not crowd out the holder's.
     ++stats_.forged;
-    spdlog::warn("refusing a result for task {} from {}: the task is leased to another worker",
-                 log_safe(result.task_id), log_safe(peer));
+    log_limited(
+        noisy_, spdlog::level::warn, "result from another worker",
+        fmt::format("refusing a result for task {} from {}: the task is leased to another worker",
+                    log_safe(result.task_id), log_safe(peer)));
     return false;
   }
   if (std::string why = proto::result_inconsistency(result); !why.empty()) {
     ++stats_.forged;
-    spdlog::warn("refusing a result for task {} from {}: {}", log_safe(result.task_id),
-                 log_safe(peer), why);
+    log_limited(noisy_, spdlog::level::warn, "inconsistent result",
+                fmt::format("refusing a result for task {} from {}: {}", log_safe(result.task_id),
+                            log_safe(peer), why));
     requeue(result.task_id, "its worker sent an inconsistent result (" + why + ")", false);
     return false;
   }
@@ -355,7 +360,9 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload,
   Result<proto::Envelope> env = proto::decode(payload);
   if (!env.is_ok()) {
     ++stats_.malformed;
-    spdlog::warn("malformed message from {}: {}", log_safe(peer), env.status().message());
+    log_limited(
+        noisy_, spdlog::level::warn, "malformed message",
+        fmt::format("malformed message from {}: {}", log_safe(peer), env.status().message()));
     send(peer, proto::make_error_reply("", proto::error_code_for(env.status()), env.status().message()).body);
     return Status::ok();
   }
@@ -370,8 +377,9 @@ Status Dispatcher::handle(const std::string& peer, std::string_view payload,
     // since this coordinator started: whatever it sends is refused, and it announces itself again.
     ++stats_.unknown_peers;
     if (std::holds_alternative<proto::EvaluationResult>(env->body)) ++stats_.duplicates;
-    spdlog::info("{} from unknown peer {}: telling it to say hello", proto::type_name(env->body),
-                 log_safe(peer));
+    log_limited(noisy_, spdlog::level::info, "unknown peer",
+                fmt::format("{} from unknown peer {}: telling it to say hello",
+                            proto::type_name(env->body), log_safe(peer)));
     send(peer, proto::make_error_reply(env->id, std::string(proto::kErrorUnknownPeer),
                                        "this coordinator does not know you; say hello first")
                    .body);
@@ -495,6 +503,7 @@ Result<std::vector<proto::EvaluationResult>> Dispatcher::poll(int timeout_ms) {
   }
   for (const auto& id : late) fail_proposal(id, "no proposal within the timeout");
   for (const std::string& peer : peers_.peers_due_heartbeat(now)) send(peer, proto::Heartbeat{});
+  log_suppressed(noisy_, spdlog::level::warn);
   KILN_RETURN_IF_ERROR(dispatch());
   return std::move(merged_);
 }

@@ -34,6 +34,7 @@
 #include <zmq.hpp>
 
 #include "shared/heartbeat.h"
+#include "shared/log_rate.h"
 #include "shared/protocol.h"
 #include "shared/redis_store.h"
 #include "shared/status.h"
@@ -187,6 +188,9 @@ class Dispatcher {
   std::set<std::string> proposal_ids_;          // every proposal task id queued or in flight
   std::vector<proto::Proposal> proposals_;      // answered or failed, not yet taken
   DispatchStats stats_;
+  // What peers can repeat without bound (garbage, forged or late results, messages without a
+  // hello) is logged at most 10 lines per kind in 10 s, then "suppressed N similar messages".
+  LogRateLimiter noisy_{10, std::chrono::seconds(10)};
 };
 
 }  // namespace kiln::coordinator
