@@ -346,11 +346,12 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, co
   w.credits = 0;
   std::string backends;
   for (const auto& b : hello.backends) backends += (backends.empty() ? "" : ",") + b;
-  spdlog::info("worker {} joined: {} on {}, backends {}{}{}", log_safe(hello.worker_id),
+  spdlog::info("worker {} joined: {} on {}, backends {}{}{}{}", log_safe(hello.worker_id),
                log_safe(hello.role), log_safe(hello.node),
                backends.empty() ? "none" : log_safe(backends),
                hello.gpu_model.empty() ? "" : ", GPU " + log_safe(hello.gpu_model),
-               hello.arch.empty() ? "" : ", arch " + log_safe(hello.arch));
+               hello.arch.empty() ? "" : ", arch " + log_safe(hello.arch),
+               key_name.empty() ? "" : ", key '" + log_safe(key_name) + "'");
 }
 
 Status Dispatcher::handle(const std::string& peer, std::string_view payload,

@@ -182,9 +182,12 @@ Results read_results(const std::string& path) {
 class KilnResume : public ::testing::Test {
  protected:
   std::string run_command_line(const std::string& extra) const {
-    return testing::kiln_binary() + " run --targets reduce,rmsnorm --backend cpu --evaluators 2 --budget 240s" +
-           " --patience 5 --out " + out_ + " --cache-dir " + dir_.path() + "/cache --targets-dir " KILN_SOURCE_DIR
-           "/targets" + extra;
+    // --redis-retry 3s: a Redis killed for good (ContinuesFromTheAofAfterRedisWasKilled) is waited
+    // for 3 s, not the default 5 minutes, before the run stops and says how to continue.
+    return testing::kiln_binary() +
+           " run --targets reduce,rmsnorm --backend cpu --evaluators 2 --budget 240s" +
+           " --redis-retry 3s --patience 5 --out " + out_ + " --cache-dir " + dir_.path() +
+           "/cache --targets-dir " KILN_SOURCE_DIR "/targets" + extra;
   }
   // Starts `kiln run` and waits until its log has at least `results` results and a task is in
   // flight. Returns the view of the log at that moment.

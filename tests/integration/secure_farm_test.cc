@@ -70,7 +70,7 @@ TEST(SecureFarm, OnlyTheAllowedEvaluatorWorksAndRedisIsReachedAsAnAclUser) {
   testing::run_command("cat " + dir.file("intruder.log"), &intruder_log);
   ASSERT_TRUE(has(output, "rc=0")) << output << coord_log;
   EXPECT_TRUE(has(coord_log, "CURVE on tcp://0.0.0.0:")) << coord_log;
-  EXPECT_TRUE(has(coord_log, "worker good (evaluator on")) << coord_log;
+  EXPECT_TRUE(has(coord_log, "worker good joined: evaluator on")) << coord_log;
   EXPECT_TRUE(has(coord_log, "key 'gpu-node-1'")) << coord_log;
   EXPECT_FALSE(has(coord_log, "worker intruder")) << coord_log;
   EXPECT_TRUE(has(coord_log, "refused a worker from 127.0.0.1: its CURVE key")) << coord_log;
