@@ -186,18 +186,27 @@ void Dispatcher::requeue(const std::string& task_id, const std::string& why, boo
   if (auto w = workers_.find(f.peer); w != workers_.end()) w->second.tasks.erase(task_id);
   const uint32_t kills = worker_died ? ++kills_[task_id] : kills_[task_id];
   if (kills >= options_.max_kills) {
-    std::string reason = "quarantined as poison: " + std::to_string(kills) +
-                         " workers were lost while evaluating it (last: " + why + ")";
-    spdlog::error("task {} (candidate {}): {}", task_id, f.task.candidate_id, reason);
-    Status released = store_->release_lease(task_id);
-    if (!released.is_ok()) spdlog::warn("releasing lease {}: {}", task_id, released.to_string());
-    quarantined_.push_back({std::move(f.task), std::move(reason)});
+    quarantine(std::move(f.task), "quarantined as poison: " + std::to_string(kills) +
+                                      " workers were lost while evaluating it (last: " + why + ")");
     return;
   }
   spdlog::warn("task {} back in the queue: {}", task_id, why);
+  put_back(std::move(f.task));
+}
+
+void Dispatcher::quarantine(proto::EvaluateTask task, std::string reason) {
+  spdlog::error("task {} (candidate {}): {}", task.task_id, task.candidate_id, reason);
+  Status released = store_->release_lease(task.task_id);
+  if (!released.is_ok()) spdlog::warn("releasing lease {}: {}", task.task_id, released.to_string());
+  kills_.erase(task.task_id);
+  faulted_.erase(task.task_id);
+  quarantined_.push_back({std::move(task), std::move(reason)});
+}
+
+void Dispatcher::put_back(proto::EvaluateTask task) {
   ++stats_.requeued;
-  queued_ids_.insert(f.task.task_id);
-  queue_.push_front(std::move(f.task));  // first in line: it has waited longest
+  queued_ids_.insert(task.task_id);
+  queue_.push_front(std::move(task));  // first in line: it has waited longest
 }
 
 Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationResult result) {
@@ -259,20 +268,12 @@ void Dispatcher::on_worker_fault(Flight f, const proto::EvaluationResult& result
   spdlog::warn("evaluator {} could not evaluate task {}: {}; the task goes to another evaluator",
                log_safe(worker_id), log_safe(f.task.task_id), log_safe(result.log, 400));
   if (tried.size() >= options_.max_kills) {
-    std::string reason = "quarantined: " + std::to_string(tried.size()) +
-                         " evaluators could not evaluate it (last: " + log_safe(result.log, 400) +
-                         ")";
-    spdlog::error("task {} (candidate {}): {}", f.task.task_id, f.task.candidate_id, reason);
-    Status released = store_->release_lease(f.task.task_id);
-    if (!released.is_ok())
-      spdlog::warn("releasing lease {}: {}", f.task.task_id, released.to_string());
-    faulted_.erase(f.task.task_id);
-    quarantined_.push_back({std::move(f.task), std::move(reason)});
+    quarantine(std::move(f.task),
+               "quarantined: " + std::to_string(tried.size()) +
+                   " evaluators could not evaluate it (last: " + log_safe(result.log, 400) + ")");
     return;
   }
-  ++stats_.requeued;
-  queued_ids_.insert(f.task.task_id);
-  queue_.push_front(std::move(f.task));
+  put_back(std::move(f.task));
 }
 
 std::string Dispatcher::spec_mismatch(const proto::Hello& hello) const {

@@ -167,6 +167,10 @@ class Dispatcher {
   std::string spec_mismatch(const proto::Hello& hello) const;
   // A result the lease holder marked worker_fault: the task goes to another evaluator.
   void on_worker_fault(Flight flight, const proto::EvaluationResult& result);
+  // Gives up on a task with `reason` (its lease released); it stays in quarantined().
+  void quarantine(proto::EvaluateTask task, std::string reason);
+  // A task taken back from a worker, first in line again.
+  void put_back(proto::EvaluateTask task);
 
   redis::Store* store_;
   DispatcherOptions options_;
