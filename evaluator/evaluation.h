@@ -32,6 +32,10 @@ struct EvaluatorOptions {
   double target_noise_rel = 0.005;
   bool flush_l2 = true;
   uint32_t timing_sets = 2;          // input sets; from 2 the timed launches rotate their contents
+  // Timings of one candidate before a sample set that is too noisy or bimodal (timing_problem)
+  // is its verdict: a busy machine passes, a kernel whose work differs between launches is
+  // caught every time. Each attempt gets fresh secret sites.
+  uint32_t timing_attempts = 3;
   double throttle_fraction = 0.95;   // samples at a clock below this x the highest are flagged
   // Device ceilings for the floor check (0: unknown, no check); see ceilings.h.
   double bandwidth_bytes_per_s = 0;
@@ -150,12 +154,15 @@ TimingStats timing_stats(const std::vector<double>& samples_us, const std::vecto
 double relative_iqr(std::vector<double> samples);
 
 // Why a sample set cannot give a verified median (docs/threats.md row 16), or "" when it can: a
-// relative IQR above `max_noise_rel`, or two clusters -- adjacent sorted samples a and b with
-// b > `gap_ratio` x a, at least `side_fraction` of the samples on each side (a kernel that does
-// less work on some launches is timed on its cheap ones by a median). The ratio is wide because
-// honest kernels of a few microseconds do show two nearby modes (cache and TLB state after the
-// flush: 6.3 and 10.3 us for a 300 x 64 row sum on the cpu backend).
+// relative IQR above `max_noise_rel`, or two clusters -- at least `side_fraction` of the samples
+// at or below some a, as many above gap_ratio x a, and at most `straggler_fraction` of them (two
+// at least) in between. A kernel that does less work on some launches is timed on its cheap ones
+// by a median; the stragglers are launches an interrupt or a clock change caught, which would
+// otherwise fill the gap. The ratio is wide because honest kernels of a few microseconds do show
+// two nearby modes (cache and TLB state after the flush: 6.3 and 10.3 us for a 300 x 64 row sum
+// on the cpu backend).
 std::string timing_problem(const std::vector<double>& samples_us, double max_noise_rel = 1.0,
-                           double gap_ratio = 1.5, double side_fraction = 0.2);
+                           double gap_ratio = 1.5, double side_fraction = 0.2,
+                           double straggler_fraction = 0.05);
 
 }  // namespace kiln::eval

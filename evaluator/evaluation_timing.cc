@@ -70,6 +70,22 @@ double spread_of(const std::vector<double>& v) {
   return n > 0 ? std::sqrt(sum / static_cast<double>(n)) : 0;
 }
 
+// A list of numbers from the child's timing reply: `key` ("samples_us", "clocks_mhz"), with at
+// least `min_count` entries.
+Result<std::vector<double>> numbers_of(const nlohmann::json& reply, const char* key,
+                                       size_t min_count) {
+  const auto it = reply.find(key);
+  if (it == reply.end() || !it->is_array() || it->size() < min_count)
+    return internal_error(std::string("the sandbox's timing reply has no ") + key);
+  std::vector<double> out;
+  for (const auto& v : *it) {
+    if (!v.is_number())
+      return internal_error(std::string("the sandbox's timing reply has a non-number in ") + key);
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
 nlohmann::json site_json(const Site& s, const TensorSlot& slot) {
   std::string bytes(dtype_bytes(slot.dtype), '\0');
   encode(slot.dtype, &s.changed, 1, bytes.data());
@@ -139,15 +155,20 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   }
   const bool rotate = sets.size() >= 2;
   nlohmann::json sets_json = nlohmann::json::array();
-  nlohmann::json sites_json = nlohmann::json::array();
-  for (auto& set : sets) {
-    sets_json.push_back(tensors_json(set.slots));
-    if (!rotate) continue;
-    set.sites = choose_sites(set);
-    nlohmann::json list = nlohmann::json::array();
-    for (const Site& s : set.sites) list.push_back(site_json(s, set.slots[s.slot]));
-    sites_json.push_back(list);
-  }
+  for (auto& set : sets) sets_json.push_back(tensors_json(set.slots));
+  // A new secret subset of sites per set (the values of an earlier draw restored first), as the
+  // child's request wants them.
+  auto draw_sites = [&] {
+    nlohmann::json sites_json = nlohmann::json::array();
+    for (auto& set : sets) {
+      for (const Site& s : set.sites) set.values[s.slot][s.element] = s.original;
+      set.sites = choose_sites(set);
+      nlohmann::json list = nlohmann::json::array();
+      for (const Site& s : set.sites) list.push_back(site_json(s, set.slots[s.slot]));
+      sites_json.push_back(list);
+    }
+    return sites_json;
+  };
   size_t check_cursor = timing_base;
   for (uint32_t s = 0; s < options.timing_sets; ++s)
     layout(target, bench, dtype, false, &check_cursor);
@@ -173,10 +194,12 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   const double ref_flops =
       eval_expr(target.flops_expr, expr_vars(bench, dtype, c.params)).value_or(0);
   const size_t closing_rows = ref_flops > kExpensiveReferenceFlops ? kSampledRows : kClosingRows;
-  for (auto& set : sets) {
-    set.rows = sampled_rows(bench, closing_rows, site_rows(set));
-    refs.push_back(std::async(policy, [this, &set, &bench] { compute_reference(set, bench); }));
-  }
+  auto start_references = [&] {
+    for (auto& set : sets) {
+      set.rows = sampled_rows(bench, closing_rows, site_rows(set));
+      refs.push_back(std::async(policy, [this, &set, &bench] { compute_reference(set, bench); }));
+    }
+  };
   nlohmann::json req = geometry_json(*g);
   req.update({{"op", "time"},
               {"handle", handle},
@@ -190,17 +213,35 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
               {"flush_l2", options.flush_l2},
               {"poison", kPoisonA},
               {"rotate_contents", rotate}});
-  if (rotate) {
-    req["sites"] = sites_json;
-    req["checks"] = checks_json;
-  }
+  if (rotate) req["checks"] = checks_json;
   const uint32_t timeout = options.phase_timeout_ms + options.max_timing_ms * 2;
-  Result<nlohmann::json> reply = [&] {
-    // On the cpu backend the candidate is timed on the cores every other evaluator process of
-    // this machine uses too: one timing at a time per machine, or each measures the others.
-    CpuTimingLock lock(backend == "cpu");
-    return sandbox->call(req, timeout);
-  }();
+  // A sample set with no single time (timing_problem) is timed again, up to timing_attempts in
+  // all, each time with fresh sites: a machine busy for a moment passes on a later attempt, a
+  // kernel whose work differs between launches fails every one. The last attempt is judged.
+  const uint32_t attempts = std::max<uint32_t>(1, options.timing_attempts);
+  uint32_t attempt = 0;
+  std::string first_problem;
+  Result<nlohmann::json> reply = internal_error("not timed");
+  for (;;) {
+    if (rotate) req["sites"] = draw_sites();
+    start_references();
+    reply = [&] {
+      // On the cpu backend the candidate is timed on the cores every other evaluator process of
+      // this machine uses too: one timing at a time per machine, or each measures the others.
+      CpuTimingLock lock(backend == "cpu");
+      return sandbox->call(req, timeout);
+    }();
+    if (++attempt >= attempts || !reply.is_ok() || !reply->value("ok", false)) break;
+    Result<std::vector<double>> samples = numbers_of(*reply, "samples_us", 1);
+    if (!samples.is_ok()) break;
+    std::string problem = timing_problem(*samples);
+    if (problem.empty()) break;
+    if (first_problem.empty()) first_problem = problem;
+    say("time: " + problem + "; timing again with fresh sites (" + std::to_string(attempt + 1) +
+        " of " + std::to_string(attempts) + ")");
+    refs.clear();  // waits for references under way (they read the values the next draw moves)
+  }
+  r->metrics["timing_attempts"] = attempt;
   r->metrics["timed_at_ms"] = phase_ms();
   for (auto& f : refs) f.wait();
   r->metrics["references_at_ms"] = phase_ms();
@@ -220,6 +261,12 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
                 : failed.kind == CaseKind::kCrash ? proto::Outcome::kCrash
                                                   : proto::Outcome::kInternalError,
                 failed.detail, 0, 0);
+  }
+  Result<std::vector<double>> samples = numbers_of(*reply, "samples_us", 1);
+  Result<std::vector<double>> clocks = numbers_of(*reply, "clocks_mhz", 0);
+  if (!samples.is_ok() || !clocks.is_ok()) {
+    const Status& bad = samples.is_ok() ? clocks.status() : samples.status();
+    return fail(proto::Outcome::kInternalError, what + ": " + bad.message(), 0, 0);
   }
   if (std::string oob = guard_violations(*reply, sets[0].slots); !oob.empty()) {
     return fail(proto::Outcome::kRejected, what + ": " + oob, 0, 0);
@@ -306,9 +353,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
         worst, checked);
   timing_buffers = std::move(sets);  // their host buffers serve the next candidate
 
-  const std::vector<double> samples = (*reply)["samples_us"].get<std::vector<double>>();
-  const std::vector<double> clocks = (*reply)["clocks_mhz"].get<std::vector<double>>();
-  TimingStats t = timing_stats(samples, clocks, options.throttle_fraction);
+  TimingStats t = timing_stats(*samples, *clocks, options.throttle_fraction);
   r->timing = {t.median_us, t.iqr_us,       t.min_us,   t.samples,
                t.noise_rel, t.sm_clock_mhz, t.throttled};
   std::string clock_note;
@@ -323,14 +368,19 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     r->metrics["sm_clock_min_mhz"] = t.min_clock_mhz;
     r->metrics["sm_clock_max_mhz"] = t.max_clock_mhz;
   }
-  if (std::string problem = timing_problem(samples); !problem.empty()) {
+  if (std::string problem = timing_problem(*samples); !problem.empty()) {
+    if (attempt > 1) problem += " (in each of " + std::to_string(attempt) + " timings)";
     stage("timing", false, problem, 0, t.samples);
     r->log = problem;
     return proto::Outcome::kRejected;
   }
+  std::string retry_note;
+  if (attempt > 1)
+    retry_note = "; timing " + std::to_string(attempt) + " of " + std::to_string(attempts) +
+                 ", the first refused: " + first_problem;
   stage("timing", true,
         "median of all " + std::to_string(t.samples) + " samples" +
-            (clock_note.empty() ? "" : "; " + clock_note),
+            (clock_note.empty() ? "" : "; " + clock_note) + retry_note,
         0, t.samples);
   ExprVars vars = expr_vars(bench, dtype, c.params);
   const double bytes = eval_expr(target.bytes_expr, vars).value_or(0);

@@ -142,7 +142,7 @@ TimingStats timing_stats(const std::vector<double>& samples_us,
 }
 
 std::string timing_problem(const std::vector<double>& samples_us, double max_noise_rel,
-                           double gap_ratio, double side_fraction) {
+                           double gap_ratio, double side_fraction, double straggler_fraction) {
   if (samples_us.size() < 4) return "";
   std::vector<double> sorted = samples_us;
   std::sort(sorted.begin(), sorted.end());
@@ -159,17 +159,34 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
            std::to_string(sorted.size()) + " samples (limit " + us(max_noise_rel * 100) +
            "%); a kernel whose work differs between launches, or a machine too busy to time on";
   }
+  // Two clusters: a lower one [0, i) and an upper one [j, n), each at least `side` samples, the
+  // upper one's fastest more than gap_ratio x the lower one's slowest, with at most `stray`
+  // samples between them (launches caught by an interrupt or a clock change would otherwise
+  // hide the gap).
   const size_t n = sorted.size();
   const size_t side = std::max<size_t>(2, static_cast<size_t>(std::ceil(side_fraction * n)));
-  for (size_t i = side; i + side <= n; ++i) {  // lower cluster: [0, i), upper: [i, n)
-    if (sorted[i] > gap_ratio * std::max(sorted[i - 1], 0.0)) {
-      return "bimodal samples: " + std::to_string(i) + " near " +
-             us(quantile(std::vector<double>(sorted.begin(), sorted.begin() + i), 0.5)) +
-             " us and " + std::to_string(n - i) + " near " +
-             us(quantile(std::vector<double>(sorted.begin() + i, sorted.end()), 0.5)) +
-             " us, nothing between " + us(sorted[i - 1]) + " and " + us(sorted[i]) +
-             " us: launches that do different amounts of work have no single time";
+  const size_t stray = std::max<size_t>(2, static_cast<size_t>(straggler_fraction * n));
+  size_t best_i = 0, best_j = 0;  // the split with the fewest samples between its clusters
+  for (size_t i = side; i + side <= n; ++i) {
+    const double top = gap_ratio * std::max(sorted[i - 1], 0.0);
+    const auto j = static_cast<size_t>(std::upper_bound(sorted.begin() + i, sorted.end(), top) -
+                                       sorted.begin());
+    if (n - j < side || j - i > stray) continue;
+    if (best_i == 0 || j - i < best_j - best_i) {
+      best_i = i;
+      best_j = j;
     }
+  }
+  if (best_i > 0) {
+    const size_t i = best_i, j = best_j;
+    auto median_of = [&](size_t from, size_t to) {
+      return us(quantile(std::vector<double>(sorted.begin() + from, sorted.begin() + to), 0.5));
+    };
+    return "bimodal samples: " + std::to_string(i) + " near " + median_of(0, i) + " us and " +
+           std::to_string(n - j) + " near " + median_of(j, n) + " us, " +
+           (j == i ? std::string("none") : std::to_string(j - i)) + " between " +
+           us(sorted[i - 1]) + " and " + us(sorted[j]) +
+           " us: launches that do different amounts of work have no single time";
   }
   return "";
 }

@@ -190,6 +190,24 @@ TEST_F(CpuCheatTiming, FullCompareMemoGetsNoCacheHits) {
       << "honest " << honest.timing.median_us << " us, memo " << memo.timing.median_us << " us";
 }
 
+// Row 16 against a busy machine: a timing with no single time is taken again with fresh sites,
+// and the last one is judged. The control is bimodal through its first timing only and verifies
+// on its second; the cheat is bimodal on all of them and is refused with that said.
+TEST_F(CpuCheatTiming, ABimodalFirstTimingIsTakenAgainAndOnlyAPersistentOneIsRefused) {
+  proto::EvaluationResult settles = evaluate("noisy_first_timing.cpp", "rmsnorm", DType::kF32, 0);
+  ASSERT_EQ(settles.outcome, Outcome::kVerified) << testing::describe(settles);
+  EXPECT_EQ(settles.metrics.at("timing_attempts"), 2) << testing::describe(settles);
+  ASSERT_FALSE(settles.stages.empty());
+  EXPECT_EQ(settles.stages.back().name, "timing");
+  EXPECT_NE(settles.stages.back().detail.find("the first refused: bimodal"), std::string::npos)
+      << settles.stages.back().detail;
+
+  proto::EvaluationResult cheat = evaluate("bimodal_work.cpp", "rmsnorm", DType::kF32, 0);
+  ASSERT_EQ(cheat.outcome, Outcome::kRejected) << testing::describe(cheat);
+  EXPECT_EQ(cheat.metrics.at("timing_attempts"), 3);
+  EXPECT_NE(cheat.log.find("in each of 3 timings"), std::string::npos) << cheat.log;
+}
+
 INSTANTIATE_TEST_SUITE_P(Threats, CpuCheats, ::testing::ValuesIn(kCpuCheats),
                          testing::cheat_case_name);
 

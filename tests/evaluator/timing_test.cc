@@ -102,6 +102,21 @@ TEST(TimingProblem, RefusesTwoClustersAndSaysWhy) {
   EXPECT_NE(timing_problem(minority).find("bimodal"), std::string::npos);
 }
 
+// Launches caught by an interrupt land between the modes; a few of them must not hide the gap
+// (an alternating cheat on the cpu backend, 10 us and 33 us, once passed this way).
+TEST(TimingProblem, SeesTwoClustersThroughAFewStragglersBetweenThem) {
+  std::vector<double> s = around(10, 190, 0.03);
+  for (double v : around(33, 200, 0.03)) s.push_back(v);
+  for (double v : {13.0, 16.0, 19.0, 22.0, 25.0, 28.0}) s.push_back(v);  // 1.5% of the samples
+  const std::string why = timing_problem(s);
+  EXPECT_NE(why.find("bimodal"), std::string::npos) << why;
+  EXPECT_NE(why.find("190 near 10 us"), std::string::npos) << why;
+  // A smear, not two modes: a fifth of the samples spread evenly from one time to three times it.
+  std::vector<double> smear = around(10, 320, 0.03);
+  for (int i = 0; i < 80; ++i) smear.push_back(10.5 + i * 0.25);
+  EXPECT_EQ(timing_problem(smear), "");
+}
+
 TEST(TimingProblem, RefusesSamplesTooNoisyForAMedian) {
   std::vector<double> s;
   for (int i = 0; i < 100; ++i) s.push_back(1 + i * i);  // spread over two orders of magnitude
