@@ -68,6 +68,20 @@ void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--compile-threads", o->compile_threads,
                   "Threads compiling waiting tasks while one runs")->capture_default_str();
   sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-backendN-pid)");
+  sub->add_option("--gpu-model", o->gpu_model,
+                  "The model to announce (default: the GPU's name; none on the cpu backend). A\n"
+                  "coordinator with --gpu-models auto keeps one population per model: name the\n"
+                  "machine kind on the cpu backend, or tell apart GPUs that share a name (MIG\n"
+                  "slices, power limits). Evaluators that announce one name must time alike.")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v.empty() || v.size() > 100) return "expected 1 to 100 characters";
+            for (unsigned char c : v) {
+              if (c < 0x20 || c > 0x7e) return "expected printable ASCII characters";
+            }
+            return "";
+          },
+          "NAME", "model name"));
   sub->add_option("--cache-dir", o->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in)");
   sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();

@@ -439,7 +439,7 @@ int run_search(const RunArgs& args) {
   // are all one model), or for a coordinator those it is told or those that connect.
   std::vector<std::string> gpu_models = {""};
   bool discover_models = false;
-  if (a.coordinator_mode && backend != "cpu") {
+  if (a.coordinator_mode) {
     if (a.gpu_models == "auto") {
       gpu_models.clear();
       discover_models = true;
@@ -473,6 +473,7 @@ int run_search(const RunArgs& args) {
   dopts.bind = a.bind;
   dopts.curve = curve->server;
   dopts.allowed = curve->allowed;
+  dopts.exact_gpu_models = discover_models || gpu_models != std::vector<std::string>{""};
   auto dispatcher = coordinator::Dispatcher::create(ctx, store, dopts);
   if (!dispatcher.is_ok()) return fail("binding the coordinator: " + dispatcher.status().message());
   const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, local_evaluators);
@@ -693,10 +694,13 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   sub->add_option("--backend", a->backend, "Backend of the evaluators: cuda or cpu (default cuda)");
   sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")->capture_default_str();
-  sub->add_option("--gpu-models", a->gpu_models,
-                  "auto: each GPU model that connects gets its own population of every target (times\n"
-                  "of different GPUs never mix); any: one population fed by every evaluator; or a\n"
-                  "comma-separated list of the models to search on (as `nvidia-smi -L` names them)")
+  sub->add_option(
+         "--gpu-models", a->gpu_models,
+         "auto: each GPU model that connects gets its own population of every target (times\n"
+         "of different GPUs never mix; a model is what the evaluator announces: its GPU's name,\n"
+         "or `kiln evaluator --gpu-model`, and evaluators that name none share one population);\n"
+         "any: one population fed by every evaluator; or a comma-separated list of the models\n"
+         "to search on (as `nvidia-smi -L` names them)")
       ->capture_default_str();
   sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");
   add_redis_password_option(sub, a->redis_password_file);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "coordinator/target_report.h"
 #include "shared/log_rate.h"
 #include "shared/redis_keys.h"
 #include "shared/text.h"
@@ -23,11 +24,14 @@ int64_t epoch_ms(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(wall.time_since_epoch()).count();
 }
 
-// An evaluator takes a task of one of its backends, and of its GPU model when the task names one.
-bool serves(const proto::Hello& worker, const proto::EvaluateTask& task) {
+// An evaluator takes a task of one of its backends, and of its GPU model: the very model the task
+// names when `exact` (every population is of one model, the unnamed one included), else when the
+// task names one.
+bool serves(const proto::Hello& worker, const proto::EvaluateTask& task, bool exact) {
   return worker.role == proto::kRoleEvaluator &&
-         std::find(worker.backends.begin(), worker.backends.end(), task.backend) != worker.backends.end() &&
-         (task.gpu_model.empty() || task.gpu_model == worker.gpu_model);
+         std::find(worker.backends.begin(), worker.backends.end(), task.backend) !=
+             worker.backends.end() &&
+         (task.gpu_model == worker.gpu_model || (!exact && task.gpu_model.empty()));
 }
 
 // An agent takes proposal tasks for its backends (an agent that names none takes any).
@@ -242,6 +246,12 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
     on_worker_fault(std::move(f), result);
     return false;
   }
+  // Where it came from, from what the coordinator knows rather than what the worker says.
+  result.unit = unit_key(it->second.task.target, it->second.task.gpu_model);
+  if (auto w = workers_.find(peer); w != workers_.end()) {
+    result.evaluator = w->second.hello.worker_id;
+    result.evaluator_gpu_model = w->second.hello.gpu_model;
+  }
   // The worker names its arch; a name that cannot be part of a key is stored made safe, never
   // refused (the result is good, only its label is odd).
   const std::string arch = result.arch.empty() ? "unknown" : redis::keys::safe_key_component(result.arch);
@@ -435,7 +445,8 @@ Status Dispatcher::dispatch() {
     while (w.credits > 0) {
       auto it = std::find_if(queue_.begin(), queue_.end(), [&](const proto::EvaluateTask& t) {
         auto f = faulted_.find(t.task_id);
-        return serves(w.hello, t) && (f == faulted_.end() || !f->second.count(w.hello.worker_id));
+        return serves(w.hello, t, options_.exact_gpu_models) &&
+               (f == faulted_.end() || !f->second.count(w.hello.worker_id));
       });
       if (it == queue_.end()) break;
       proto::EvaluateTask task = std::move(*it);

@@ -60,6 +60,10 @@ struct DispatcherOptions {
   // ZAP handler. No secret key: no CURVE, and any peer that reaches `bind` may act as a worker.
   net::CurveServer curve;
   net::AllowList allowed;
+  // Every population is of one GPU model (named, discovered, or the unnamed model of evaluators
+  // that name none): a task goes only to evaluators that announced exactly its model. False: a
+  // task that names no model goes to any evaluator of its backend (`--gpu-models any`).
+  bool exact_gpu_models = false;
 };
 
 // A task given up on, with why.

@@ -237,8 +237,10 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
 
   const proto::Hello hello =
       net::evaluator_hello(options.worker_id, options.backend, options.capacity,
-                           options.backend == "cpu" ? "" : ceilings.device, ceilings.arch,
-                           target_hashes(options.targets_dir));
+                           !options.gpu_model.empty() ? options.gpu_model
+                           : options.backend == "cpu" ? ""
+                                                      : ceilings.device,
+                           ceilings.arch, target_hashes(options.targets_dir));
 
   uint32_t held = 0;  // tasks received and not yet answered
   auto announce = [&] {

@@ -25,6 +25,9 @@ struct DaemonOptions {
   std::string cache_dir;
   std::string targets_dir;
   std::string worker_id;         // default: <host>-<backend><gpu>-<pid>
+  // The model announced in the hello, by which a coordinator routes tasks and keeps populations
+  // apart; empty: the GPU's own name (none on the cpu backend).
+  std::string gpu_model;
   std::string kiln_binary;       // for the sandbox child
   net::HeartbeatPolicy heartbeat;
   net::CurveClient curve;  // CURVE keys (docs/security.md); empty: none

@@ -26,7 +26,10 @@ nlohmann::json result_to_json(const proto::EvaluationResult& r) {
           {"log", r.log},
           {"wall_ms", r.wall_ms},
           {"bottleneck", r.bottleneck},
-          {"profile_note", r.profile_note}};
+          {"profile_note", r.profile_note},
+          {"unit", r.unit},
+          {"evaluator", r.evaluator},
+          {"evaluator_gpu_model", r.evaluator_gpu_model}};
 }
 
 }  // namespace kiln::eval

@@ -214,6 +214,12 @@ struct EvaluationResult {
   // or whose spec differs, a backend it does not run): `log` says why; the coordinator gives the
   // task to another evaluator and the candidate is not blamed.
   bool worker_fault = false;
+  // Where the result came from, written by the coordinator when it accepts the result (what a
+  // worker puts here is replaced): the population it is for ("target" or "target@GPU model"), and
+  // the worker id and GPU model from the hello of the worker that held the task's lease.
+  std::string unit;
+  std::string evaluator;
+  std::string evaluator_gpu_model;
   bool operator==(const EvaluationResult&) const = default;
 };
 

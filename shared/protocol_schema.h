@@ -124,6 +124,9 @@ void fields(V& v, Is<EvaluationResult> auto& m) {
   v("bottleneck", m.bottleneck, kOptional);
   v("profile_note", m.profile_note, kOptional);
   v("worker_fault", m.worker_fault, kOptional);
+  v("unit", m.unit, kOptional);
+  v("evaluator", m.evaluator, kOptional);
+  v("evaluator_gpu_model", m.evaluator_gpu_model, kOptional);
 }
 
 template <class V>

@@ -75,9 +75,10 @@ class DispatcherTest : public ::testing::Test {
     ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
     start();
   }
-  void start(std::map<std::string, std::string> spec_hashes = {}) {
+  void start(std::map<std::string, std::string> spec_hashes = {}, bool exact_gpu_models = false) {
     DispatcherOptions o;
     o.spec_hashes = std::move(spec_hashes);
+    o.exact_gpu_models = exact_gpu_models;
     o.heartbeat.interval_ms = 50;
     o.heartbeat.liveness = 3;
     auto d = Dispatcher::create(ctx_, *store_, o);
@@ -195,6 +196,37 @@ TEST_F(DispatcherTest, ATaskNamingAGpuModelGoesOnlyToAnEvaluatorOfThatModel) {
   // A task that names no model goes to any evaluator of its backend.
   dispatcher_->submit(any);
   ASSERT_TRUE(run_until([&] { return dispatcher_->in_flight() == 2; }));
+}
+
+// Populations per model (--gpu-models auto): the population of evaluators that name no model is
+// one model too, and its tasks do not go to an evaluator that names one. The merged result says
+// where it came from, from the lease and the hello, whatever the worker wrote there.
+TEST_F(DispatcherTest, WithExactModelsAnUnnamedTaskGoesOnlyToAnUnnamedEvaluator) {
+  dispatcher_.reset();
+  start({}, true);
+  FakeWorker named(ctx_, dispatcher_->endpoint(), "named", {"cpu"}, "big-box");
+  alive_ = {&named};
+  named.send(proto::Credit{4});
+  ASSERT_TRUE(run_until([&] { return dispatcher_->evaluator_gpu_models("cpu").size() == 1; }));
+  dispatcher_->submit(task("unnamed-model"));
+  EXPECT_FALSE(run_until([&] { return dispatcher_->in_flight() > 0; }));
+  EXPECT_FALSE(named.next().has_value());
+
+  FakeWorker unnamed(ctx_, dispatcher_->endpoint(), "unnamed", {"cpu"}, "");
+  alive_ = {&named, &unnamed};
+  unnamed.send(proto::Credit{4});
+  auto got = receive_task(unnamed);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->candidate_id, "unnamed-model");
+  proto::EvaluationResult r = unnamed.answer(*got);
+  r.unit = "forged";
+  r.evaluator = "someone-else";
+  r.evaluator_gpu_model = "big-box";
+  unnamed.send(r);
+  ASSERT_TRUE(run_until([&] { return !results_.empty(); }));
+  EXPECT_EQ(results_[0].unit, "rmsnorm");
+  EXPECT_EQ(results_[0].evaluator, "unnamed");
+  EXPECT_EQ(results_[0].evaluator_gpu_model, "");
 }
 
 TEST_F(DispatcherTest, AResultWhoseArchCannotBeAKeyIsStoredUnderASafeName) {

@@ -56,6 +56,7 @@ class EvaluatorDaemon : public ::testing::Test {
                                      "--targets-dir", dir_.file("targets"),
                                      "--cache-dir", dir_.file("cache"), "--heartbeat-ms", "200",
                                      "--worker-id", "test-evaluator"};
+    args.insert(args.end(), extra_args_.begin(), extra_args_.end());
     SpawnOptions o;
     o.argv = args;
     Result<ChildProcess> child = ChildProcess::spawn(o);
@@ -114,6 +115,7 @@ class EvaluatorDaemon : public ::testing::Test {
   proto::IdGenerator ids_{"test-coordinator"};
   std::optional<ChildProcess> daemon_;
   bool answer_heartbeats_ = true;
+  std::vector<std::string> extra_args_;
 };
 
 TEST_F(EvaluatorDaemon, AnnouncesItselfAndReturnsAVerifiedTimedResult) {
@@ -209,6 +211,24 @@ TEST_F(EvaluatorDaemon, TheHelloNamesArchAndTheSpecHashOfEveryTarget) {
   Result<TargetSpec> t = load_target(dir_.file("targets/rmsnorm"));
   ASSERT_TRUE(t.is_ok());
   EXPECT_EQ(h.spec_hashes, (std::map<std::string, std::string>{{"rmsnorm", t->spec_hash}}));
+}
+
+// `--gpu-model` names the model the hello announces (the coordinator's populations follow it); a
+// name with control characters is refused before anything connects.
+TEST_F(EvaluatorDaemon, AnnouncesTheGpuModelItIsToldAndRefusesAnUnprintableOne) {
+  ASSERT_TRUE(next("hello").has_value());
+  daemon_->signal(SIGKILL);
+  extra_args_ = {"--gpu-model", "Xeon 8480 rack 3"};
+  start_daemon();
+  std::optional<proto::Envelope> hello = next("hello");
+  ASSERT_TRUE(hello.has_value());
+  EXPECT_EQ(std::get<proto::Hello>(hello->body).gpu_model, "Xeon 8480 rack 3");
+
+  daemon_->signal(SIGKILL);
+  extra_args_ = {"--gpu-model", "two\nlines"};
+  start_daemon();
+  ASSERT_TRUE(ends_within(10000));
+  EXPECT_FALSE(daemon_->exit_status()->ok());
 }
 
 // A task for another copy of the target (its spec hash differs) is not judged here: the result is
