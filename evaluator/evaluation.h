@@ -163,6 +163,6 @@ double relative_iqr(std::vector<double> samples);
 // on the cpu backend).
 std::string timing_problem(const std::vector<double>& samples_us, double max_noise_rel = 1.0,
                            double gap_ratio = 1.5, double side_fraction = 0.2,
-                           double straggler_fraction = 0.05);
+                           double straggler_fraction = 0.1);
 
 }  // namespace kiln::eval

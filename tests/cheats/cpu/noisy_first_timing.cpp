@@ -1,15 +1,16 @@
-// A control, not a cheat: honest work every call, but its first 500 calls alternate between one
-// and four times the work, as if the machine were busy while the verification stages and the
-// first timing ran (about 100 calls, then about 400 samples at this shape). That timing is
-// bimodal; a second one, with fresh sites, is steady, and it is the one judged: a kernel is not
-// refused for a moment of noise.
+// A control, not a cheat: honest work every call, but its first 60 calls at the benchmark shape
+// (64 x 256, which no verification stage uses) alternate between one and four times the work, as
+// if the machine were busy for a moment. With 100 samples a timing (cheats_test.cc), the first
+// timing is bimodal; the second, with fresh sites, is steady and is the one judged: a kernel is
+// not refused for a moment of noise.
 #include <cmath>
 #include <cstdint>
 
-static int calls = 0;
+static int bench_calls = 0;
 
 extern "C" void rmsnorm_seed(const T* x, const T* w, T* y, int64_t M, int64_t N, float eps) {
-  const int repeats = ++calls < 500 && calls % 2 == 0 ? 4 : 1;
+  const bool noisy = M == 64 && N == 256 && ++bench_calls <= 60;
+  const int repeats = noisy && bench_calls % 2 == 0 ? 4 : 1;
   for (int rep = 0; rep < repeats; ++rep) {
     for (int64_t r = 0; r < M; ++r) {
       float ss = 0.f;
