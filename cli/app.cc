@@ -12,6 +12,7 @@
 
 #include "cli/agent_cmd.h"
 #include "cli/daemon_cmd.h"
+#include "cli/deploy_cmd.h"
 #include "cli/eval_cmd.h"
 #include "cli/keys_cmd.h"
 #include "cli/profile_cmd.h"
@@ -84,6 +85,7 @@ int run_app(int argc, char** argv) {
   add_agent_command(app, action);
   add_profile_command(app, action);
   add_keys_command(app, action);
+  add_deploy_command(app, action);
 
   struct Planned {
     const char* name;

@@ -77,6 +77,7 @@ struct RunArgs {
   uint32_t islands = 2;
   uint64_t seed = 1;
   bool resume = false;
+  bool resume_if_any = false;   // --resume when a run is recorded, else a new run
   std::string config;           // a run configuration file (configs/run.example.json)
   std::set<std::string> given;  // options named on the command line or set by --config (a resume keeps the others)
   // `kiln coordinator`: no local evaluators; workers connect to `bind` from anywhere.
@@ -367,18 +368,25 @@ int run_search(const RunArgs& args) {
         if (a.curve.insecure) flags.push_back("--insecure");
         return flags;
       }());
-  if (!a.resume && *recorded) {
+  // --resume-if-any (a scheduler that starts the coordinator again: a Job's pod made anew, a
+  // requeued Slurm job): continue a recorded run (a finished one only rewrites the output, as
+  // --resume does), start one when there is none.
+  const bool resume = a.resume || (a.resume_if_any && *recorded);
+  if (a.resume_if_any && *recorded)
+    std::fprintf(stderr, "%s: run %s is recorded in %s: continuing it (--resume-if-any)\n", who,
+                 (*recorded)->id.c_str(), where.c_str());
+  if (!resume && *recorded) {
     const coordinator::RunRecord& r = **recorded;
     std::string names;
     for (const auto& t : r.targets) names += (names.empty() ? "" : ",") + t;
     return fail(where + " already holds run " + r.id + " (" + names + " on " + r.backend + ", " + r.state + "); continue it with `" + resume_hint +
                 "`, or choose another " + (a.redis.empty() ? "--out" : "database"));
   }
-  if (a.resume && !*recorded) {
+  if (resume && !*recorded) {
     return fail("nothing to resume: " + where + " holds no run (kiln:run is absent); start a new run without --resume");
   }
   // A resume continues the recorded run: options not named again keep their recorded values.
-  const coordinator::RunRecord* rec = a.resume ? &**recorded : nullptr;
+  const coordinator::RunRecord* rec = resume ? &**recorded : nullptr;
   auto given = [&](const char* option) { return a.given.count(option) != 0; };
   std::vector<std::string> names = rec && !given("targets") ? rec->targets : split(a.targets);
   std::string backend = rec && !given("backend") ? rec->backend : a.backend;
@@ -709,6 +717,11 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--resume", a->resume,
                 "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
                 "coordinator stopped; options not given keep the run's");
+  sub->add_flag(
+      "--resume-if-any", a->resume_if_any,
+      "--resume when a run is recorded, else start a new one (a finished run only rewrites\n"
+      "the output folder), for schedulers that start the coordinator again: Kubernetes\n"
+      "Jobs, Slurm --requeue");
   sub->callback([&action, a, sub] {
     note_given(sub, *a);
     action = [a] { return run_search(*a); };
@@ -745,6 +758,11 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
                 "Continue the run in --out (or --redis) after a crash, a lost Redis or Ctrl-C: restarts\n"
                 "its Redis from the AOF, rebuilds the search and finishes it with the budget left;\n"
                 "results already in Redis are not evaluated again. Options not given keep the run's");
+  sub->add_flag(
+      "--resume-if-any", a->resume_if_any,
+      "--resume when a run is recorded, else start a new one (a finished run only rewrites\n"
+      "the output folder), for schedulers that start the coordinator again: Kubernetes\n"
+      "Jobs, Slurm --requeue");
   sub->callback([&action, a, sub] {
     note_given(sub, *a);
     action = [a] { return run_search(*a); };

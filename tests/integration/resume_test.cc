@@ -191,8 +191,8 @@ class KilnResume : public ::testing::Test {
   }
   // Starts `kiln run` and waits until its log has at least `results` results and a task is in
   // flight. Returns the view of the log at that moment.
-  LogView start_and_wait(size_t results) {
-    pid_ = start(run_command_line(" > " + dir_.path() + "/first.log 2>&1"));
+  LogView start_and_wait(size_t results, const std::string& flags = "") {
+    pid_ = start(run_command_line(flags + " > " + dir_.path() + "/first.log 2>&1"));
     EXPECT_GT(pid_, 0);
     LogView seen;
     const bool ready = poll_until(
@@ -216,12 +216,15 @@ class KilnResume : public ::testing::Test {
   }
   // The resumed run finishes, leaves nothing running, and its output folder is consistent.
   // `before`: tasks answered before the fault; `sizes`: the evaluator logs' sizes at the fault.
-  void resume_and_check(const LogView& before, const std::map<std::string, size_t>& sizes) {
+  // `how`: --resume, or --resume-if-any (the way a scheduler starts a coordinator again).
+  void resume_and_check(const LogView& before, const std::map<std::string, size_t>& sizes,
+                        const std::string& how = "--resume") {
     const pid_t old_redis = read_pids(out_ + "/redis/redis.pid").at(0);
     std::string output;
     const auto t0 = Clock::now();
-    const int rc = testing::run_command(testing::kiln_binary() + " run --resume --out " + out_ + " --cache-dir " +
-                                            dir_.path() + "/cache --targets-dir " KILN_SOURCE_DIR "/targets",
+    const int rc = testing::run_command(testing::kiln_binary() + " run " + how + " --out " + out_ +
+                                            " --cache-dir " + dir_.path() +
+                                            "/cache --targets-dir " KILN_SOURCE_DIR "/targets",
                                         &output);
     ASSERT_EQ(rc, 0) << output;
     EXPECT_NE(output.find("resuming run"), std::string::npos) << output;
@@ -263,9 +266,13 @@ class KilnResume : public ::testing::Test {
     }
     EXPECT_EQ(evaluations, all.lines);
 
-    // A second resume finds the run finished and only rewrites the folder.
-    ASSERT_EQ(testing::run_command(testing::kiln_binary() + " run --resume --out " + out_ + " --targets-dir "
-                                   KILN_SOURCE_DIR "/targets", &output), 0) << output;
+    // A second resume finds the run finished and only rewrites the folder; so does a scheduler's
+    // --resume-if-any.
+    ASSERT_EQ(testing::run_command(testing::kiln_binary() + " run --resume-if-any --out " + out_ +
+                                       " --targets-dir " KILN_SOURCE_DIR "/targets",
+                                   &output),
+              0)
+        << output;
     EXPECT_NE(output.find("had already finished"), std::string::npos) << output;
     EXPECT_EQ(read_results(out_ + "/results.jsonl").per_task, all.per_task);
   }
@@ -278,7 +285,9 @@ class KilnResume : public ::testing::Test {
 // The coordinator (`kiln run`) is killed with SIGKILL in the middle of the search: its evaluators
 // follow it, its redis-server keeps the state, and `kiln run --resume` finishes the run.
 TEST_F(KilnResume, FinishesARunWhoseCoordinatorWasKilled) {
-  const LogView before = start_and_wait(4);
+  // Started and continued the way a scheduler does it: --resume-if-any starts a run where none is
+  // recorded and continues the one that is.
+  const LogView before = start_and_wait(4, " --resume-if-any");
   ASSERT_FALSE(HasFailure());
   // While it runs, no other kiln process may work in its folder.
   std::string output;
@@ -292,7 +301,7 @@ TEST_F(KilnResume, FinishesARunWhoseCoordinatorWasKilled) {
   ASSERT_TRUE(at_kill.has_value()) << "the private redis-server did not outlive its coordinator";
   EXPECT_GE(at_kill->answered.size(), before.answered.size());
   EXPECT_GT(at_kill->submitted.size(), at_kill->answered.size()) << "nothing was in flight at the kill";
-  resume_and_check(*at_kill, log_sizes(out_));
+  resume_and_check(*at_kill, log_sizes(out_), "--resume-if-any");
 }
 
 // The private redis-server is killed with SIGKILL in the middle of the search: `kiln run` stops
