@@ -19,6 +19,7 @@
 #include "evaluator/evaluation.h"
 #include "evaluator/prelude.h"
 #include "evaluator/tensor_data.h"
+#include "shared/atomic_file.h"
 
 namespace kiln::eval {
 namespace fs = std::filesystem;
@@ -304,7 +305,8 @@ Result<nlohmann::json> load_probe(Sandbox& sandbox, Compiler& compiler, const Co
   fs::create_directories(dir);
   fs::path bin = dir / (req.kernel_name + "-" + out.cache_key.substr(0, 16) +
                         (sandbox.backend() == "cuda" ? ".cubin" : ".so"));
-  std::ofstream(bin, std::ios::binary) << out.binary;
+  // Evaluators that start together share the folder: each writes the whole probe or none of it.
+  KILN_RETURN_IF_ERROR(write_file_atomically(bin.string(), out.binary));
   KILN_ASSIGN_OR_RETURN(nlohmann::json loaded,
                         sandbox.call({{"op", "load"}, {"path", bin.string()}, {"kernel", req.kernel_name}}, 60000));
   if (!loaded.value("ok", false)) return internal_error("loading the " + what + ": " + loaded.dump());
@@ -696,14 +698,10 @@ Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& 
   j.update(record);
   // Evaluators that start together may all measure: each writes a file of its own, then renames
   // it over the cache (the last one wins; every one is a whole file).
-  fs::create_directories(dir);
-  const std::string tmp = file.string() + "." + std::to_string(getpid()) + ".tmp";
-  std::ofstream(tmp) << j.dump(2) << "\n";
   std::error_code ec;
-  fs::rename(tmp, file, ec);
-  if (ec) {
-    spdlog::warn("could not cache the device ceilings in {}: {}", file.string(), ec.message());
-    fs::remove(tmp, ec);
+  fs::create_directories(dir, ec);
+  if (Status s = write_file_atomically(file.string(), j.dump(2) + "\n"); !s.is_ok()) {
+    spdlog::warn("could not cache the device ceilings: {}", s.message());
     c.cache_file.clear();
   }
   return c;

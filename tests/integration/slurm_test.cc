@@ -1,0 +1,229 @@
+// deploy/slurm/kiln.sbatch on a real Slurm: Debian's munged, slurmctld and slurmd started in the
+// foreground on this machine (deploy/slurm/local-cluster.sh: no cgroups, three fake GPUs as
+// character devices), the job submitted with sbatch on the cpu backend with three evaluator steps
+// and an agent step. One run loses an evaluator step to `scancel` and still completes; another is
+// requeued mid-run (`scontrol requeue`) and continues its run from Redis on its restart.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "tests/support/test_env.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+class SlurmJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (slurmd and fake GPU devices)";
+    std::string out;
+    if (testing::run_command("command -v slurmctld slurmd munged sbatch 2>&1", &out) != 0)
+      GTEST_FAIL() << "Slurm is not installed (scripts/bootstrap installs slurmctld, slurmd, "
+                      "slurm-client and munge): "
+                   << out;
+    cluster_ = dir_.file("cluster");
+    const std::string start = "bash " KILN_SOURCE_DIR "/deploy/slurm/local-cluster.sh start " +
+                              cluster_ + " " + std::to_string(free_port()) + " " +
+                              std::to_string(free_port()) + " 3 16 2>&1";
+    ASSERT_EQ(testing::run_command(start, &out), 0) << out;
+    started_ = true;
+    // reduce with a small cpu benchmark and a PAD parameter the kernel ignores, so that the
+    // search outlasts the faults.
+    targets_ = dir_.file("targets");
+    fs::create_directories(targets_);
+    fs::copy(KILN_SOURCE_DIR "/targets/reduce", targets_ + "/reduce", fs::copy_options::recursive);
+    std::ifstream in(targets_ + "/reduce/target.json");
+    nlohmann::json spec = nlohmann::json::parse(in);
+    spec["backends"]["cpu"]["benchmark"] = {{"M", 64}, {"N", 256}};
+    std::vector<int> pad;
+    for (int i = 0; i < 400; ++i) pad.push_back(i);
+    spec["backends"]["cpu"]["template"]["params"]["PAD"] = pad;
+    std::ofstream(targets_ + "/reduce/target.json") << spec.dump(2);
+  }
+  void TearDown() override {
+    if (!started_) return;
+    std::string out;
+    slurm("scancel --full " + job_ + " 2>&1", &out);
+    testing::run_command("bash " KILN_SOURCE_DIR "/deploy/slurm/local-cluster.sh stop " + cluster_,
+                         &out);
+  }
+  int slurm(const std::string& command, std::string* out) {
+    return testing::run_command("SLURM_CONF=" + cluster_ + "/slurm.conf " + command, out);
+  }
+  // Submits the job under `name` with a budget; returns its id.
+  std::string submit(const std::string& name, int budget_s) {
+    const std::string env =
+        "KILN=" + testing::kiln_binary() +
+        " KILN_BACKEND=cpu KILN_TARGETS=reduce KILN_BUDGET=" + std::to_string(budget_s) +
+        "s KILN_OUT=" + dir_.file(name) + " KILN_ARGS='--targets-dir " + targets_ +
+        " --patience 100000'" + " KILN_EVAL_ARGS='--targets-dir " + targets_ + " --cache-dir " +
+        dir_.file("cache") + "'";
+    std::string out;
+    EXPECT_EQ(slurm(env + " sbatch --parsable --job-name=" + name + " -n 5 --gres=gpu:3 --chdir=" +
+                        dir_.path() + " " KILN_SOURCE_DIR "/deploy/slurm/kiln.sbatch 2>&1",
+                    &out),
+              0)
+        << out;
+    job_ = out.substr(0, out.find_first_of(";\n"));
+    return job_;
+  }
+  // Waits until `done` holds, up to `seconds`.
+  template <class F>
+  bool wait_for(F done, int seconds) {
+    const auto end = Clock::now() + std::chrono::seconds(seconds);
+    while (Clock::now() < end) {
+      if (done()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return false;
+  }
+  bool job_gone() {
+    std::string out;
+    slurm("squeue -h -j " + job_ + " 2>/dev/null", &out);
+    return out.find(job_) == std::string::npos;
+  }
+  // The number of tasks the evaluators finished so far (their logs' "task ...: <outcome>" lines).
+  size_t tasks_done(const std::string& name) {
+    size_t n = 0;
+    for (int i = 0; i < 3; ++i) {
+      std::istringstream log(
+          read_all(dir_.file(name + "/logs/evaluator-" + std::to_string(i) + ".log")));
+      std::string line;
+      while (std::getline(log, line))
+        n += line.find(" ms") != std::string::npos && line.find("task ") != std::string::npos;
+    }
+    return n;
+  }
+  // Every task of results.jsonl answered once; returns the results per evaluator.
+  std::map<std::string, int> check_results(const std::string& name) {
+    std::map<std::string, int> per_task, per_evaluator;
+    std::ifstream results(dir_.file(name + "/run/results.jsonl"));
+    std::string line;
+    while (std::getline(results, line)) {
+      nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+      EXPECT_FALSE(r.is_discarded()) << line;
+      if (r.is_discarded()) continue;
+      ++per_task[r["task_id"].get<std::string>()];
+      ++per_evaluator[r["evaluator"].get<std::string>()];
+    }
+    EXPECT_FALSE(per_task.empty()) << name << ": no results";
+    for (const auto& [task, n] : per_task) EXPECT_EQ(n, 1) << task;
+    return per_evaluator;
+  }
+  std::string context(const std::string& name) {
+    return read_all(dir_.file(name + ".out")) + "\n--- coordinator\n" +
+           read_all(dir_.file(name + "/logs/coordinator.out"));
+  }
+
+  testing::TempDir dir_;
+  std::string cluster_, targets_, job_ = "0";
+  bool started_ = false;
+};
+
+TEST_F(SlurmJob, FinishesWithOneGpuPerEvaluatorStepAndSurvivesAStepCancelled) {
+  const std::string name = "kiln-slurm-a";
+  submit(name, 45);
+  ASSERT_TRUE(wait_for([&] { return tasks_done(name) >= 3; }, 90)) << context(name);
+  // Cancel evaluator 1's step, as an operator (or a node failure) would.
+  std::string steps;
+  slurm("squeue -h -s -j " + job_ + " -o '%i %j'", &steps);
+  std::string step;
+  std::istringstream lines(steps);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("evaluator-1") != std::string::npos) step = line.substr(0, line.find(' '));
+  }
+  ASSERT_FALSE(step.empty()) << steps;
+  std::string out;
+  ASSERT_EQ(slurm("scancel " + step + " 2>&1", &out), 0) << out;
+  ASSERT_TRUE(wait_for([&] { return job_gone(); }, 180)) << context(name);
+
+  const std::string batch = context(name);
+  EXPECT_NE(batch.find("coordinator exited with 0"), std::string::npos) << batch;
+  nlohmann::json summary =
+      nlohmann::json::parse(read_all(dir_.file(name + "/run/summary.json")), nullptr, false);
+  ASSERT_TRUE(summary.is_array() && summary.size() == 1) << batch;
+  EXPECT_GT(summary[0]["evaluations"].get<int>(), 3) << summary.dump();
+  // Each evaluator step had its own GPU.
+  std::set<std::string> devices;
+  for (int i = 0; i < 3; ++i) {
+    const std::string first =
+        read_all(dir_.file(name + "/logs/evaluator-" + std::to_string(i) + ".out"));
+    const size_t at = first.find("CUDA_VISIBLE_DEVICES=");
+    ASSERT_NE(at, std::string::npos) << first;
+    devices.insert(first.substr(at, first.find('\n', at) - at));
+  }
+  EXPECT_EQ(devices.size(), 3u);
+  const std::map<std::string, int> by = check_results(name);
+  EXPECT_GE(by.size(), 2u) << "the results came from one evaluator only";
+  std::printf("slurm: job %s, step %s cancelled, %d evaluations by %zu evaluators\n", job_.c_str(),
+              step.c_str(), summary[0]["evaluations"].get<int>(), by.size());
+}
+
+TEST_F(SlurmJob, ARequeuedJobContinuesItsRunFromRedis) {
+  const std::string name = "kiln-slurm-b";
+  submit(name, 60);
+  ASSERT_TRUE(wait_for([&] { return tasks_done(name) >= 4; }, 90)) << context(name);
+  std::string out;
+  ASSERT_EQ(slurm("scontrol requeue " + job_ + " 2>&1", &out), 0) << out;
+  // A requeued job waits two minutes before it may start again; the test does not.
+  ASSERT_TRUE(wait_for(
+      [&] {
+        std::string state;
+        slurm("squeue -h -j " + job_ + " -o %T", &state);
+        return state.find("PENDING") != std::string::npos;
+      },
+      60))
+      << context(name);
+  ASSERT_EQ(slurm("scontrol update JobId=" + job_ + " StartTime=now 2>&1", &out), 0) << out;
+  ASSERT_TRUE(wait_for([&] { return job_gone(); }, 240)) << context(name);
+
+  const std::string batch = context(name);
+  EXPECT_NE(batch.find("restart 1"), std::string::npos) << batch;
+  EXPECT_NE(batch.find("continuing it (--resume-if-any)"), std::string::npos) << batch;
+  EXPECT_NE(batch.find("of search already spent"), std::string::npos) << batch;
+  EXPECT_NE(batch.find("coordinator exited with 0"), std::string::npos) << batch;
+  nlohmann::json summary =
+      nlohmann::json::parse(read_all(dir_.file(name + "/run/summary.json")), nullptr, false);
+  ASSERT_TRUE(summary.is_array() && summary.size() == 1) << batch;
+  check_results(name);
+  std::printf("slurm: job %s requeued and resumed, %d evaluations\n", job_.c_str(),
+              summary[0]["evaluations"].get<int>());
+}
+
+}  // namespace
+}  // namespace kiln
