@@ -1,7 +1,7 @@
 #!/bin/bash
 # A one-node Slurm cluster in a folder, for trying deploy/slurm/kiln.sbatch on one machine and for
-# kiln's tests (tests/integration/slurm_test.cc): munged, slurmctld and slurmd in the foreground of
-# their own processes (no systemd), proctrack/linuxproc and task/none (no cgroups), and GPUS fake
+# kiln's tests (tests/integration/slurm_test.cc): munged, slurmctld and slurmd in the foreground,
+# in a PID namespace of their own that `stop` ends with every job in it (no systemd), proctrack/linuxproc and task/none (no cgroups), and GPUS fake
 # GPUs as character devices in DIR/dev, so that --gpus-per-task gives each step its own
 # CUDA_VISIBLE_DEVICES. Needs root and Debian's slurmctld, slurmd, slurm-client and munge.
 #   local-cluster.sh start DIR CTLD_PORT SLURMD_PORT [GPUS] [CPUS]  then: export SLURM_CONF=DIR/slurm.conf
@@ -11,15 +11,13 @@ cmd=${1:?start or stop}
 dir=${2:?folder}
 dir=$(cd "$(dirname "$dir")" && pwd)/$(basename "$dir")
 
+# Every process of the cluster -- the daemons, slurmstepd and the jobs' steps -- lives in one PID
+# namespace, so stopping it leaves nothing behind (a step's slurmstepd outlives slurmd otherwise).
 stop() {
-  for p in slurmd slurmctld munged; do
-    [[ -f "$dir/$p.pid" ]] && kill "$(cat "$dir/$p.pid")" 2>/dev/null
-  done
-  sleep 0.5
-  for p in slurmd slurmctld munged; do
-    [[ -f "$dir/$p.pid" ]] && kill -9 "$(cat "$dir/$p.pid")" 2>/dev/null
-    rm -f "$dir/$p.pid"
-  done
+  if [[ -f "$dir/cluster.pid" ]]; then
+    kill -9 "$(cat "$dir/cluster.pid")" 2>/dev/null
+    rm -f "$dir/cluster.pid"
+  fi
   return 0
 }
 
@@ -73,13 +71,19 @@ else
   : > "$dir/gres.conf"
 fi
 export SLURM_CONF=$dir/slurm.conf
-munged --foreground --force --key-file="$dir/munge.key" --socket="$dir/munge.sock" \
-  --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed" \
-  > "$dir/log/munged.out" 2>&1 &
-for _ in $(seq 1 50); do [[ -S "$dir/munge.sock" ]] && break; sleep 0.1; done
-slurmctld -D -i -f "$dir/slurm.conf" > "$dir/log/slurmctld.out" 2>&1 &
-sleep 1
-slurmd -D -N "$host" -f "$dir/slurm.conf" > "$dir/log/slurmd.out" 2>&1 &
+# The namespace's first process starts the daemons and waits; --kill-child ends it (and with it
+# the namespace) when unshare is killed.
+unshare --pid --fork --mount-proc --kill-child bash -c '
+  dir=$1 host=$2
+  munged --foreground --force --key-file="$dir/munge.key" --socket="$dir/munge.sock" \
+    --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed" \
+    > "$dir/log/munged.out" 2>&1 &
+  for _ in $(seq 1 50); do [[ -S "$dir/munge.sock" ]] && break; sleep 0.1; done
+  slurmctld -D -i -f "$dir/slurm.conf" > "$dir/log/slurmctld.out" 2>&1 &
+  sleep 1
+  slurmd -D -N "$host" -f "$dir/slurm.conf" > "$dir/log/slurmd.out" 2>&1 &
+  wait' cluster "$dir" "$host" > "$dir/log/cluster.out" 2>&1 < /dev/null &
+echo $! > "$dir/cluster.pid"
 for _ in $(seq 1 100); do
   if sinfo -h -N -o %t 2>/dev/null | grep -q idle; then
     echo "local-cluster: up in $dir (node $host, $cpus CPUs, $gpus fake GPUs)"

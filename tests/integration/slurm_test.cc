@@ -129,9 +129,11 @@ class SlurmJob : public ::testing::Test {
     }
     return n;
   }
-  // Every task of results.jsonl answered once; returns the results per evaluator.
+  // Every task of results.jsonl answered once and no candidate evaluated again (a resumed run
+  // evaluates nothing again that Redis holds); returns the results per evaluator.
   std::map<std::string, int> check_results(const std::string& name) {
-    std::map<std::string, int> per_task, per_evaluator;
+    std::map<std::string, int> per_task, per_candidate, per_evaluator;
+    std::map<std::string, std::string> lines;  // by candidate, for the failure message
     std::ifstream results(dir_.file(name + "/run/results.jsonl"));
     std::string line;
     while (std::getline(results, line)) {
@@ -139,10 +141,20 @@ class SlurmJob : public ::testing::Test {
       EXPECT_FALSE(r.is_discarded()) << line;
       if (r.is_discarded()) continue;
       ++per_task[r["task_id"].get<std::string>()];
+      ++per_candidate[r["candidate_id"].get<std::string>()];
+      lines[r["candidate_id"].get<std::string>()] +=
+          r["task_id"].get<std::string>() + " " + r.value("evaluator", "") + "; ";
       ++per_evaluator[r["evaluator"].get<std::string>()];
     }
     EXPECT_FALSE(per_task.empty()) << name << ": no results";
     for (const auto& [task, n] : per_task) EXPECT_EQ(n, 1) << task;
+    // A kept child is timed a second time (a re-time), by design: the coordinator logs
+    // "re-timed <the id's first 12 characters>".
+    const std::string log = read_all(dir_.file(name + "/logs/coordinator.log"));
+    for (const auto& [candidate, n] : per_candidate) {
+      const bool retimed = log.find("re-timed " + candidate.substr(0, 12)) != std::string::npos;
+      EXPECT_EQ(n, retimed ? 2 : 1) << candidate << ": " << lines[candidate];
+    }
     return per_evaluator;
   }
   std::string context(const std::string& name) {
