@@ -6,6 +6,7 @@
 # CUDA_VISIBLE_DEVICES. Needs root and Debian's slurmctld, slurmd, slurm-client and munge.
 #   local-cluster.sh start DIR CTLD_PORT SLURMD_PORT [GPUS] [CPUS]  then: export SLURM_CONF=DIR/slurm.conf
 #   local-cluster.sh stop DIR
+# GPUS=real: the machine's own GPUs (/dev/nvidia0, 1, ...) instead of fake ones.
 set -u
 cmd=${1:?start or stop}
 dir=${2:?folder}
@@ -15,8 +16,17 @@ dir=$(cd "$(dirname "$dir")" && pwd)/$(basename "$dir")
 # namespace, so stopping it leaves nothing behind (a step's slurmstepd outlives slurmd otherwise).
 stop() {
   if [[ -f "$dir/cluster.pid" ]]; then
-    kill -9 "$(cat "$dir/cluster.pid")" 2>/dev/null
-    rm -f "$dir/cluster.pid"
+    local pid
+    pid=$(cat "$dir/cluster.pid")
+    if [[ -f "$dir/cluster.session" ]]; then
+      # Without a PID namespace: the daemons' session, then the daemons by their pid files.
+      kill -9 -- "-$pid" 2> /dev/null
+      for p in slurmd slurmctld munged; do
+        [[ -f "$dir/$p.pid" ]] && kill -9 "$(cat "$dir/$p.pid")" 2> /dev/null
+      done
+    fi
+    kill -9 "$pid" 2> /dev/null  # unshare: its child, the namespace's first process, goes too
+    rm -f "$dir/cluster.pid" "$dir/cluster.session" "$dir"/{slurmd,slurmctld,munged}.pid
   fi
   return 0
 }
@@ -33,7 +43,15 @@ done
 host=$(hostname -s)
 mkdir -p "$dir"/{state,spool,dev,log} || exit 1
 head -c 1024 /dev/urandom > "$dir/munge.key" && chmod 400 "$dir/munge.key"
-for ((i = 0; i < gpus; i++)); do [[ -e "$dir/dev/nvidia$i" ]] || mknod "$dir/dev/nvidia$i" c 195 "$i"; done
+gpu_dev=$dir/dev/nvidia
+if [[ $gpus == real ]]; then
+  gpus=$(ls /dev | grep -c '^nvidia[0-9][0-9]*$')
+  gpu_dev=/dev/nvidia
+  kind="real GPUs"
+else
+  kind="fake GPUs"
+  for ((i = 0; i < gpus; i++)); do [[ -e "$dir/dev/nvidia$i" ]] || mknod "$dir/dev/nvidia$i" c 195 "$i"; done
+fi
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=kiln-local
 SlurmctldHost=$host(127.0.0.1)
@@ -65,15 +83,26 @@ KillWait=10
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=4000 Gres=gpu:$gpus State=UNKNOWN
 PartitionName=local Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
+# slurmd loads a cgroup plugin even with proctrack/linuxproc and task/none, and the cgroup/v2 one
+# wants a writable cgroup tree and systemd's D-Bus (a container has neither). The cgroup/v1 plugin
+# touches nothing until a cgroup-based plugin asks, and none does here.
+printf 'CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n' > "$dir/cgroup.conf"
 if ((gpus > 0)); then
-  echo "NodeName=$host Name=gpu File=$dir/dev/nvidia[0-$((gpus - 1))]" > "$dir/gres.conf"
+  echo "NodeName=$host Name=gpu File=$gpu_dev[0-$((gpus - 1))]" > "$dir/gres.conf"
 else
   : > "$dir/gres.conf"
 fi
 export SLURM_CONF=$dir/slurm.conf
 # The namespace's first process starts the daemons and waits; --kill-child ends it (and with it
-# the namespace) when unshare is killed.
-unshare --pid --fork --mount-proc --kill-child bash -c '
+# the namespace) when unshare is killed. Where PID namespaces are not allowed (an unprivileged
+# container), the daemons run without one and `stop` ends them one by one.
+ns=(unshare --pid --fork --mount-proc --kill-child)
+if ! unshare --pid --fork --mount-proc true 2> /dev/null; then
+  echo "local-cluster: no PID namespace here; steps may outlive 'stop'" >&2
+  ns=(setsid)
+  : > "$dir/cluster.session"
+fi
+"${ns[@]}" bash -c '
   dir=$1 host=$2
   munged --foreground --force --key-file="$dir/munge.key" --socket="$dir/munge.sock" \
     --pid-file="$dir/munged.pid" --log-file="$dir/log/munged.log" --seed-file="$dir/munge.seed" \
@@ -86,7 +115,7 @@ unshare --pid --fork --mount-proc --kill-child bash -c '
 echo $! > "$dir/cluster.pid"
 for _ in $(seq 1 100); do
   if sinfo -h -N -o %t 2>/dev/null | grep -q idle; then
-    echo "local-cluster: up in $dir (node $host, $cpus CPUs, $gpus fake GPUs)"
+    echo "local-cluster: up in $dir (node $host, $cpus CPUs, $gpus $kind)"
     exit 0
   fi
   sleep 0.2
