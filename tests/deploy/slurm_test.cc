@@ -1,7 +1,9 @@
-// deploy/slurm/kiln.sbatch on a real Slurm: Debian's munged, slurmctld and slurmd started in the
-// foreground on this machine (deploy/slurm/local-cluster.sh: no cgroups, three fake GPUs as
-// character devices), the job submitted with sbatch on the cpu backend with three evaluator steps
-// and an agent step. The job loses an evaluator step to `scancel`, then is requeued mid-run
+// deploy/slurm/kiln.sbatch on a real Slurm: Debian's munged, slurmctld and two slurmd started in
+// the foreground on this machine (deploy/slurm/local-cluster.sh: two nodes in network namespaces
+// of their own joined by a bridge, no cgroups, two fake GPUs per node as character devices), the
+// job submitted with sbatch over both nodes on the cpu backend with three evaluator steps and an
+// agent step, so that one evaluator reaches the coordinator from the other node over TCP. The job
+// loses an evaluator step to `scancel`, then is requeued mid-run
 // (`scontrol requeue`), continues its run from Redis on its restart and completes.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -59,7 +61,7 @@ class SlurmJob : public ::testing::Test {
     cluster_ = dir_.file("cluster");
     const std::string start = "bash " KILN_SOURCE_DIR "/deploy/slurm/local-cluster.sh start " +
                               cluster_ + " " + std::to_string(free_port()) + " " +
-                              std::to_string(free_port()) + " 3 16 2>&1";
+                              std::to_string(free_port()) + " 2 16 2 2>&1";
     ASSERT_EQ(testing::run_command(start, &out), 0) << out;
     started_ = true;
     // reduce with a small cpu benchmark and a PAD parameter the kernel ignores, so that the
@@ -87,15 +89,16 @@ class SlurmJob : public ::testing::Test {
   }
   // Submits the job under `name` with a budget; returns its id.
   std::string submit(const std::string& name, int budget_s) {
-    const std::string env =
-        "KILN=" + testing::kiln_binary() +
-        " KILN_BACKEND=cpu KILN_TARGETS=reduce KILN_BUDGET=" + std::to_string(budget_s) +
-        "s KILN_OUT=" + dir_.file(name) + " KILN_ARGS='--targets-dir " + targets_ +
-        " --patience 100000'" + " KILN_EVAL_ARGS='--targets-dir " + targets_ + " --cache-dir " +
-        dir_.file("cache") + "'";
+    const std::string env = "KILN=" + testing::kiln_binary() +
+                            " KILN_BACKEND=cpu KILN_TARGETS=reduce KILN_EVALUATORS=3 KILN_BUDGET=" +
+                            std::to_string(budget_s) + "s KILN_OUT=" + dir_.file(name) +
+                            " KILN_ARGS='--targets-dir " + targets_ + " --patience 100000'" +
+                            " KILN_EVAL_ARGS='--targets-dir " + targets_ + " --cache-dir " +
+                            dir_.file("cache") + "'";
     std::string out;
-    EXPECT_EQ(slurm(env + " sbatch --parsable --job-name=" + name + " -n 5 --gres=gpu:3 --chdir=" +
-                        dir_.path() + " " KILN_SOURCE_DIR "/deploy/slurm/kiln.sbatch 2>&1",
+    EXPECT_EQ(slurm(env + " sbatch --parsable --job-name=" + name +
+                        " -N 2 -n 6 --gres=gpu:2 --chdir=" + dir_.path() +
+                        " " KILN_SOURCE_DIR "/deploy/slurm/kiln.sbatch 2>&1",
                     &out),
               0)
         << out;
@@ -209,20 +212,29 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
       nlohmann::json::parse(read_all(dir_.file(name + "/run/summary.json")), nullptr, false);
   ASSERT_TRUE(summary.is_array() && summary.size() == 1) << batch;
   EXPECT_GT(summary[0]["evaluations"].get<int>(), 6) << summary.dump();
-  // Each evaluator step of the first start had its own GPU.
-  std::set<std::string> devices;
+  // Each evaluator step of the first start had its own GPU, on one node or the other: two fit on
+  // node1 beside the coordinator, so at least one worked from node2.
+  std::set<std::string> devices, nodes;
   for (int i = 0; i < 3; ++i) {
     const std::string first =
         read_all(dir_.file(name + "/logs/evaluator-" + std::to_string(i) + ".out"));
-    const size_t at = first.find("CUDA_VISIBLE_DEVICES=");
-    ASSERT_NE(at, std::string::npos) << first;
-    devices.insert(first.substr(at, first.find('\n', at) - at));
+    const size_t on = first.find(" on "), at = first.find("CUDA_VISIBLE_DEVICES=");
+    ASSERT_TRUE(on != std::string::npos && at != std::string::npos) << first;
+    const std::string node = first.substr(on + 4, first.find(',', on) - on - 4);
+    nodes.insert(node);
+    devices.insert(node + " " + first.substr(at, first.find('\n', at) - at));
   }
   EXPECT_EQ(devices.size(), 3u);
+  EXPECT_EQ(nodes, (std::set<std::string>{"node1", "node2"}));
   const std::map<std::string, int> by = check_results(name);
-  EXPECT_GE(by.size(), 2u) << "the results came from one evaluator only";
-  std::printf("slurm: job %s, step %s cancelled, requeued, %d evaluations by %zu evaluators\n",
-              job_.c_str(), step.c_str(), summary[0]["evaluations"].get<int>(), by.size());
+  // Evaluators 0 and 2 were never cancelled: both answered tasks.
+  for (int i : {0, 2}) {
+    const std::string id = "slurm-" + job_ + "-e" + std::to_string(i);
+    EXPECT_GT(by.count(id) ? by.at(id) : 0, 0) << id << " answered nothing";
+  }
+  std::printf(
+      "slurm: job %s on 2 nodes, step %s cancelled, requeued, %d evaluations by %zu evaluators\n",
+      job_.c_str(), step.c_str(), summary[0]["evaluations"].get<int>(), by.size());
 }
 
 }  // namespace
