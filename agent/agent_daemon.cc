@@ -2,6 +2,7 @@
 // sends the proposals they finish; it never waits on a proposer.
 #include "agent/agent_daemon.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,11 +13,10 @@
 #include <mutex>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
 #include "agent/llm/llm_proposer.h"
-#include "shared/text.h"
 #include "shared/build_info.h"
+#include "shared/target_path.h"
+#include "shared/text.h"
 #include "shared/worker_link.h"
 
 namespace kiln::agent {
@@ -43,7 +43,8 @@ Result<BuiltinAgent::PerTarget*> BuiltinAgent::target(const std::string& name, c
   const std::string key = name + "/" + backend;
   if (auto it = targets_.find(key); it != targets_.end()) return it->second.get();
   if (!valid_target_name(name)) return invalid_argument("bad target name '" + name + "'");
-  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_target(targets_dir_ + "/" + name));
+  KILN_ASSIGN_OR_RETURN(std::string dir, find_target(targets_dir_, name));
+  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_target(dir));
   auto t = std::make_unique<PerTarget>();
   t->spec = std::move(spec);
   const BackendSpec* b = t->spec.backend(backend);
@@ -144,7 +145,7 @@ void write_stats(const std::string& path, const TaskProposer& proposer) {
 
 Status run_agent_daemon(const AgentOptions& options, const std::atomic<bool>& stop) {
   if (options.proposer == "builtin") {
-    BuiltinAgent agent(options.targets_dir.empty() ? default_targets_dir() : options.targets_dir, options.seed);
+    BuiltinAgent agent(options.targets_dir, options.seed);
     return run_agent_daemon(options, agent, stop);
   }
   if (options.proposer == "llm") {
@@ -154,8 +155,7 @@ Status run_agent_daemon(const AgentOptions& options, const std::atomic<bool>& st
       // A missing key is refused now rather than on every task.
       if (Result<std::string> key = llm::api_key(m); !key.is_ok()) return key.status();
     }
-    llm::LlmProposer agent(std::move(config),
-                           options.targets_dir.empty() ? default_targets_dir() : options.targets_dir, options.seed);
+    llm::LlmProposer agent(std::move(config), options.targets_dir, options.seed);
     return run_agent_daemon(options, agent, stop);
   }
   return invalid_argument("unknown proposer '" + options.proposer + "' (this build has: builtin, llm)");

@@ -35,7 +35,7 @@ struct AgentOptions {
   std::string proposer = "builtin";  // "builtin" or "llm"
   std::string llm_config;          // proposer "llm": its config file (agent/llm/llm_config.h)
   std::string stats_path;          // when set: the proposer's statistics (JSON), rewritten per task
-  std::string targets_dir;         // default: the built-in targets
+  std::string targets_dir;         // --targets-dir: folders before the built-in ones ("": none)
   std::string worker_id;           // default: <host>-agent-<pid>
   std::vector<std::string> backends;  // backends it proposes for; empty: any
   uint32_t capacity = 4;           // propose tasks held at once

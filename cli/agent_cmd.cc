@@ -84,7 +84,9 @@ void add_agent_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--llm", o->llm_config,
                   "LLM proposer config (JSON: models, endpoints, key variables, budget; see docs/llm.md)");
   sub->add_option("--stats", o->stats_path, "Write the proposer's statistics (JSON) to this file after each task");
-  sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in; must match the coordinator's)");
+  sub->add_option("--targets-dir", o->targets_dir,
+                  "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
+                  "default: $KILN_TARGETS_DIR (the coordinator's targets must be the same)");
   sub->add_option("--backends", *backends, "Backends it proposes for, comma-separated (default: any)");
   sub->add_option("--capacity", o->capacity, "Propose tasks held at once")->capture_default_str();
   sub->add_option("--seed", o->seed, "Random seed of the proposer")->capture_default_str();

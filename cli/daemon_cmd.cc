@@ -83,7 +83,9 @@ void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
           },
           "NAME", "model name"));
   sub->add_option("--cache-dir", o->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
-  sub->add_option("--targets-dir", o->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_option("--targets-dir", o->targets_dir,
+                  "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
+                  "default: $KILN_TARGETS_DIR (the coordinator's targets must be the same)");
   sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();
   add_worker_curve_options(sub, *curve);
   sub->callback([&action, o, curve] { action = [o, curve] { return run_daemon(*o, *curve); }; });

@@ -19,6 +19,7 @@
 #include "evaluator/toolchain.h"
 #include "shared/fatal.h"
 #include "shared/hash.h"
+#include "shared/target_path.h"
 #include "shared/target_spec.h"
 
 namespace kiln::cli {
@@ -114,15 +115,9 @@ int run_eval(const EvalArgs& a) {
     report_fatal("kiln eval: " + msg);
     return code;
   };
-  std::string dir = a.target;
-  if (!std::filesystem::exists(std::filesystem::path(dir) / "target.json")) {
-    dir = (a.targets_dir.empty() ? default_targets_dir() : a.targets_dir) + "/" + a.target;
-  }
-  if (!std::filesystem::exists(std::filesystem::path(dir) / "target.json")) {
-    return fail("no target '" + a.target + "' (looked for " + dir +
-                "/target.json; list targets with `ls " + default_targets_dir() + "`)", 2);
-  }
-  Result<TargetSpec> target = load_target(dir);
+  Result<std::string> dir = find_target(a.targets_dir, a.target);
+  if (!dir.is_ok()) return fail(dir.status().message(), 2);
+  Result<TargetSpec> target = load_target(*dir);
   if (!target.is_ok()) return fail(target.status().message(), 2);
   if (a.check && (a.sweep || a.profile)) {
     return fail("--check runs nothing: drop --sweep and --profile", 2);
@@ -308,7 +303,9 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--kernel", args->kernel, "Entry point name in --source (default: the spec's)");
   sub->add_option("--dtype", args->dtype, "Dtype to time (default: the backend's first: f16 on cuda)");
   sub->add_option("--shape", args->shape, "Override the benchmark shape, e.g. M=1024,N=1024");
-  sub->add_option("--targets-dir", args->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_option("--targets-dir", args->targets_dir,
+                  "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
+                  "default: $KILN_TARGETS_DIR");
   sub->add_option("--cache-dir", args->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_option("--gpu", args->gpu, "GPU ordinal")->capture_default_str();
   sub->add_flag("--json", args->json,

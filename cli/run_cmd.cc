@@ -53,6 +53,7 @@
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
+#include "shared/target_path.h"
 #include "shared/target_spec.h"
 
 extern char** environ;
@@ -211,10 +212,8 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
   }
   nlohmann::json summary = nlohmann::json::array();
   for (const auto& r : engine.reports()) {
-    nlohmann::json j = {{"target", r.target}, {"gpu_model", r.gpu_model}, {"state", r.state}, {"evaluations", r.evaluations},
-                        {"failures", r.failures}, {"accepted", r.accepted}, {"seed_us", r.seed_us},
-                        {"best_us", r.best_us}, {"fraction_of_floor", r.fraction_of_floor},
-                        {"best_id", r.best_id}, {"best", r.best_label}, {"backend", backend}};
+    nlohmann::json j = report_json(r);
+    j["backend"] = backend;
     summary.push_back(j);
     if (r.best_id.empty()) continue;
     const TargetSpec* spec = nullptr;
@@ -240,7 +239,21 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
   }
   std::ofstream(fs::path(out) / "summary.json") << summary.dump(2) << "\n";
   std::ofstream all(fs::path(out) / "results.jsonl");
-  for (const auto& res : engine.results()) all << eval::result_to_json(res).dump() << "\n";
+  for (const auto& res : engine.results()) {
+    nlohmann::json row = eval::result_to_json(res);
+    // What the search made of it: whose result, with which parameters, and whether it was the
+    // seed, a child or a re-time (a kept child timed again: the one designed repeat of a
+    // candidate).
+    if (const coordinator::Engine::ResultContext* c = engine.context_of(res.task_id)) {
+      row["target"] = c->target;
+      row["gpu_model"] = c->gpu_model;
+      row["params"] = c->params;
+      row["kind"] = std::string(coordinator::task_kind_name(c->kind));
+      row["retime"] = c->kind == coordinator::TaskKind::kRetime;
+      row["verdict"] = std::string(coordinator::verdict_name(c->verdict));
+    }
+    all << row.dump() << "\n";
+  }
   return Status::ok();
 }
 
@@ -403,15 +416,16 @@ int run_search(const RunArgs& args) {
   }
 
   // Targets and backend.
-  const std::string root = a.targets_dir.empty() ? default_targets_dir() : a.targets_dir;
   std::vector<TargetSpec> targets;
-  if (names.empty()) {
-    Result<std::vector<TargetSpec>> all = load_targets(root);
+  if (names.empty()) {  // the user's own folders' targets, else the built-in ones
+    Result<std::vector<TargetSpec>> all = load_target_path(a.targets_dir, /*own_only=*/true);
     if (!all.is_ok()) return fail(all.status().message());
     targets = std::move(all).value();
   } else {
     for (const auto& n : names) {
-      Result<TargetSpec> t = load_target(root + "/" + n);
+      Result<std::string> dir = find_target(a.targets_dir, n);
+      if (!dir.is_ok()) return fail(dir.status().message());
+      Result<TargetSpec> t = load_target(*dir);
       if (!t.is_ok()) return fail(t.status().message() + " (list targets with `kiln targets`)");
       targets.push_back(std::move(t).value());
     }
@@ -546,17 +560,23 @@ int run_search(const RunArgs& args) {
   LocalWorkers workers(who, out + "/evaluators.pid");
   std::ofstream(out + "/endpoint") << (*dispatcher)->endpoint() << "\n";
   if (a.coordinator_mode) {
-    std::fprintf(stderr,
-                 "kiln coordinator: listening on %s; start workers with\n"
-                 "  kiln evaluator --connect %s --backend %s [--gpu N]%s%s\n",
-                 (*dispatcher)->endpoint().c_str(), (*dispatcher)->endpoint().c_str(), backend.c_str(),
-                 a.targets_dir.empty() ? "" : (" --targets-dir " + root).c_str(),
-                 curve->server.enabled() ? " --curve-secret WORKER.key --coordinator-key COORDINATOR.pub" : "");
+    std::fprintf(
+        stderr,
+        "kiln coordinator: listening on %s; start workers with\n"
+        "  kiln evaluator --connect %s --backend %s [--gpu N]%s%s\n",
+        (*dispatcher)->endpoint().c_str(), (*dispatcher)->endpoint().c_str(), backend.c_str(),
+        a.targets_dir.empty() ? "" : (" --targets-dir " + a.targets_dir).c_str(),
+        curve->server.enabled() ? " --curve-secret WORKER.key --coordinator-key COORDINATOR.pub"
+                                : "");
   }
   for (size_t i = 0; i < count; ++i) {
-    std::vector<std::string> argv = {self, "evaluator", "--connect", (*dispatcher)->endpoint(), "--backend",
-                                     backend, "--targets-dir", root, "--cache-dir", cache, "--worker-id",
-                                     "local-" + backend + std::to_string(i)};
+    std::vector<std::string> argv = {self,          "evaluator",
+                                     "--connect",   (*dispatcher)->endpoint(),
+                                     "--backend",   backend,
+                                     "--cache-dir", cache,
+                                     "--worker-id", "local-" + backend + std::to_string(i)};
+    // The same lookup path as ours (without --targets-dir they read $KILN_TARGETS_DIR too).
+    if (!a.targets_dir.empty()) argv.insert(argv.end(), {"--targets-dir", a.targets_dir});
     if (backend == "cuda") argv.insert(argv.end(), {"--gpu", std::to_string(gpus[i])});
     argv.insert(argv.end(), curve->local_worker_args.begin(), curve->local_worker_args.end());
     Status started =
@@ -565,8 +585,9 @@ int run_search(const RunArgs& args) {
     if (!started.is_ok()) return fail(started.message());
   }
   if (!a.llm.empty()) {  // an LLM proposal agent beside the built-in proposer (docs/llm.md)
-    std::vector<std::string> argv = {self, "agent", "--connect", (*dispatcher)->endpoint(), "--llm", a.llm,
-                                     "--targets-dir", root, "--stats", out + "/llm-stats.json"};
+    std::vector<std::string> argv = {self,    "agent", "--connect", (*dispatcher)->endpoint(),
+                                     "--llm", a.llm,   "--stats",   out + "/llm-stats.json"};
+    if (!a.targets_dir.empty()) argv.insert(argv.end(), {"--targets-dir", a.targets_dir});
     argv.insert(argv.end(), curve->local_worker_args.begin(), curve->local_worker_args.end());
     Status started = workers.start("the LLM agent", std::move(argv), out + "/agent-llm.log",
                                    /*evaluator=*/false);
@@ -657,7 +678,10 @@ void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a)
   sub->add_option("--islands", a->islands, "Islands per target (at least 1)")
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
-  sub->add_option("--targets-dir", a->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_option(
+      "--targets-dir", a->targets_dir,
+      "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
+      "default: $KILN_TARGETS_DIR. Without --targets, a run takes every target in them");
   sub->add_option("--config", a->config,
                   "Run configuration file (see configs/run.example.json): its targets, Redis and search\n"
                   "section, for what the command line does not say")->check(CLI::ExistingFile);

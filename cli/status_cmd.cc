@@ -81,11 +81,7 @@ int run_status(const StatusArgs& a) {
   }
   if (a.json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : *reports) {
-      nlohmann::json e = {{"target", r.target}};
-      for (const auto& [k, v] : status_fields(r)) e[k] = v;
-      j.push_back(e);
-    }
+    for (const auto& r : *reports) j.push_back(report_json(r));
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }

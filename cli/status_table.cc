@@ -98,6 +98,20 @@ std::vector<std::pair<std::string, std::string>> status_fields(const coordinator
           {"best", r.best_label}};
 }
 
+nlohmann::json report_json(const coordinator::TargetReport& r) {
+  return {{"target", r.target},
+          {"gpu_model", r.gpu_model},
+          {"state", r.state},
+          {"evaluations", r.evaluations},
+          {"failures", r.failures},
+          {"accepted", r.accepted},
+          {"seed_us", r.seed_us},
+          {"best_us", r.best_us},
+          {"fraction_of_floor", r.fraction_of_floor},
+          {"best_id", r.best_id},
+          {"best", r.best_label}};
+}
+
 coordinator::TargetReport report_from_fields(const std::string& target,
                                              const std::map<std::string, std::string>& f) {
   auto get = [&](const char* k) {

@@ -19,6 +19,7 @@
 #include "evaluator/toolchain.h"
 #include "shared/expr.h"
 #include "shared/fatal.h"
+#include "shared/target_path.h"
 #include "shared/target_spec.h"
 
 namespace kiln::cli {
@@ -149,10 +150,9 @@ int check_kernel(const TargetSpec& t, const std::string& backend, const BackendS
 }
 
 int run_targets(const TargetsArgs& a) {
-  const std::string root = a.targets_dir.empty() ? default_targets_dir() : a.targets_dir;
   std::vector<TargetSpec> targets;
   if (a.names.empty()) {
-    Result<std::vector<TargetSpec>> all = load_targets(root);
+    Result<std::vector<TargetSpec>> all = load_target_path(a.targets_dir, /*own_only=*/false);
     if (!all.is_ok()) {
       report_fatal("kiln targets: " + all.status().message());
       return 2;
@@ -160,8 +160,12 @@ int run_targets(const TargetsArgs& a) {
     targets = std::move(all).value();
   } else {
     for (const auto& name : a.names) {
-      std::string dir = std::filesystem::exists(std::filesystem::path(name) / "target.json") ? name : root + "/" + name;
-      Result<TargetSpec> t = load_target(dir);
+      Result<std::string> dir = find_target(a.targets_dir, name);
+      if (!dir.is_ok()) {
+        report_fatal("kiln targets: " + dir.status().message());
+        return 2;
+      }
+      Result<TargetSpec> t = load_target(*dir);
       if (!t.is_ok()) {
         report_fatal("kiln targets: " + t.status().message());
         return 2;
@@ -173,8 +177,12 @@ int run_targets(const TargetsArgs& a) {
     std::printf("%-18s %-34s %-13s %12s %15s  %s\n", "target", "benchmark shape", "dtypes", "bytes",
                 "flops", "backends");
     for (const auto& t : targets) list_target(t);
-    std::printf("\n%zu targets in %s. `kiln targets --check` compiles them; `kiln eval NAME` "
-                "evaluates one.\n", targets.size(), root.c_str());
+    std::string where;
+    for (const auto& f : target_folders(a.targets_dir)) where += (where.empty() ? "" : ", ") + f;
+    std::printf(
+        "\n%zu targets in %s. `kiln targets --check` compiles them; `kiln eval NAME` "
+        "evaluates one.\n",
+        targets.size(), where.c_str());
     return 0;
   }
 
@@ -242,7 +250,9 @@ void add_targets_command(CLI::App& app, std::function<int()>& action) {
       "configuration in every dtype (NVRTC for cuda, the host compiler for cpu). Exit code 0 when\n"
       "everything passed. See docs/targets.md for writing a target.");
   sub->add_option("names", args->names, "Targets to show or check (default: all in the folder)");
-  sub->add_option("--targets-dir", args->targets_dir, "Folder of targets (default: built-in)");
+  sub->add_option("--targets-dir", args->targets_dir,
+                  "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
+                  "default: $KILN_TARGETS_DIR. Lists them all, yours first where names collide");
   sub->add_flag("--check", args->check, "Compile and check instead of listing");
   sub->add_option("--backend", args->backend, "With --check: cuda, cpu or all")->capture_default_str();
   sub->add_option("--arch", args->arch, "With --check: CUDA architecture to compile for")->capture_default_str();

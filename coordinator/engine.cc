@@ -329,6 +329,7 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
       }
       break;
   }
+  contexts_[r.task_id] = {st.spec.name, st.gpu_model, p.task.params, p.kind, j.verdict};
   // The judged result as one step of the search log, with the keys it changes.
   if (store_ && !replaying_) {
     ResultEvent e;
@@ -352,6 +353,11 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
     KILN_RETURN_IF_ERROR(submit(p.target, std::move(q), p.source, p.child.params, p.child.id));
   }
   return Status::ok();
+}
+
+const Engine::ResultContext* Engine::context_of(const std::string& task_id) const {
+  auto it = contexts_.find(task_id);
+  return it == contexts_.end() ? nullptr : &it->second;
 }
 
 uint64_t Engine::abandon_in_flight(size_t t) {

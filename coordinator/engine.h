@@ -127,6 +127,17 @@ class Engine {
   // Every result received, in arrival order (for the output folder); after resume() also those
   // of the earlier coordinator processes of the run.
   const std::vector<proto::EvaluationResult>& results() const { return results_; }
+  // What the engine made of a result: its target and GPU model, the candidate's parameters, the
+  // task's kind (a re-time times a kept child again) and the verdict.
+  struct ResultContext {
+    std::string target;
+    std::string gpu_model;
+    std::map<std::string, std::string> params;
+    TaskKind kind = TaskKind::kChild;
+    Verdict verdict = Verdict::kFailed;
+  };
+  // nullptr for a task this run never sent (a late answer of an unknown task is not judged).
+  const ResultContext* context_of(const std::string& task_id) const;
 
   // The search state of one target on one GPU model, for tests and tools: nullptr / empty for an
   // unknown pair.
@@ -196,6 +207,7 @@ class Engine {
   std::vector<std::unique_ptr<TargetSearch>> targets_;
   std::map<std::string, Pending> pending_;  // by task id
   std::vector<proto::EvaluationResult> results_;
+  std::map<std::string, ResultContext> contexts_;  // by task id, for results_
   std::mt19937_64 rng_;
   std::chrono::steady_clock::time_point start_;
   uint64_t task_seq_ = 0;

@@ -19,10 +19,11 @@
 #include "evaluator/compile_pool.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/toolchain.h"
-#include "shared/text.h"
 #include "shared/build_info.h"
 #include "shared/protocol.h"
+#include "shared/target_path.h"
 #include "shared/target_spec.h"
+#include "shared/text.h"
 #include "shared/worker_link.h"
 
 namespace kiln::eval {
@@ -82,7 +83,9 @@ class Worker {
     const TargetSpec& t = targets_.at(task.target);
     if (!task.spec_hash.empty() && task.spec_hash != t.spec_hash) {
       return failed_precondition(
-          "target '" + task.target + "' in " + options_.targets_dir +
+          "target '" + task.target + "' in " +
+          (options_.targets_dir.empty() ? std::string("the built-in targets")
+                                        : options_.targets_dir) +
           " differs from the coordinator's (spec hash " + t.spec_hash.substr(0, 12) + " here, " +
           task.spec_hash.substr(0, 12) +
           " there): start this evaluator with --targets-dir naming the same target folders");
@@ -114,7 +117,8 @@ class Worker {
   Result<CandidateEvaluator*> evaluator_for(const std::string& name) {
     if (auto it = evaluators_.find(name); it != evaluators_.end()) return it->second.get();
     if (validate_name(name).is_ok() == false) return invalid_argument("bad target name '" + name + "'");
-    Result<TargetSpec> t = load_target(options_.targets_dir + "/" + name);
+    KILN_ASSIGN_OR_RETURN(std::string dir, find_target(options_.targets_dir, name));
+    Result<TargetSpec> t = load_target(dir);
     if (!t.is_ok()) return t.status();
     targets_[name] = std::move(t).value();
     EvaluatorOptions eo;
@@ -153,20 +157,23 @@ struct Mailbox {
   bool closing = false;
 };
 
-// The spec hash of every target under `dir` that loads; one that does not is left out (the
-// coordinator then refuses this evaluator for a run that needs it) and logged.
-std::map<std::string, std::string> target_hashes(const std::string& dir) {
+// The spec hash of every target on the lookup path of `dirs` that loads, the first of each name
+// (as evaluator_for() finds them); one that does not load is left out (the coordinator then
+// refuses this evaluator for a run that needs it) and logged.
+std::map<std::string, std::string> target_hashes(const std::string& dirs) {
   std::map<std::string, std::string> hashes;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    if (!entry.is_directory() || !std::filesystem::exists(entry.path() / "target.json")) continue;
-    Result<TargetSpec> t = load_target(entry.path().string());
-    if (t.is_ok())
-      hashes[t->name] = t->spec_hash;
-    else
-      spdlog::warn("target {} does not load: {}", entry.path().string(), t.status().message());
+  for (const std::string& dir : target_folders(dirs)) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (!entry.is_directory() || !std::filesystem::exists(entry.path() / "target.json")) continue;
+      Result<TargetSpec> t = load_target(entry.path().string());
+      if (t.is_ok())
+        hashes.emplace(t->name, t->spec_hash);  // an earlier folder's copy wins
+      else
+        spdlog::warn("target {} does not load: {}", entry.path().string(), t.status().message());
+    }
+    if (ec) spdlog::warn("listing targets in {}: {}", dir, ec.message());
   }
-  if (ec) spdlog::warn("listing targets in {}: {}", dir, ec.message());
   return hashes;
 }
 
@@ -181,7 +188,6 @@ std::string default_worker_id(const DaemonOptions& o) {
 Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<bool>& stop) {
   DaemonOptions options = options_in;
   if (options.worker_id.empty()) options.worker_id = default_worker_id(options);
-  if (options.targets_dir.empty()) options.targets_dir = default_targets_dir();
   if (options.capacity == 0) return invalid_argument("capacity must be at least 1");
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Toolchain> toolchain,
                         Toolchain::create(options.backend, options.cache_dir));

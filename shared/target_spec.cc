@@ -401,7 +401,6 @@ Result<std::vector<TargetSpec>> load_targets(const std::string& root) {
 }
 
 std::string default_targets_dir() {
-  if (const char* env = std::getenv("KILN_TARGETS_DIR"); env && *env) return env;
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {

@@ -109,8 +109,8 @@ int64_t element_count(const TargetArg& arg, const Shape& shape);
 // "M=8192,N=8192"
 std::string shape_string(const Shape& shape);
 
-// The built-in targets folder: $KILN_TARGETS_DIR, else <exe>/../share/kiln/targets (bundle), else
-// the source tree's targets/.
+// The built-in targets folder: <exe>/../share/kiln/targets (bundle), else the source tree's
+// targets/. Users' folders come before it on the lookup path (shared/target_path.h).
 std::string default_targets_dir();
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "agent/llm/prompt.h"
+#include "shared/target_path.h"
 
 namespace kiln::agent::llm {
 namespace {
@@ -69,7 +70,8 @@ Result<LlmProposer::PerTarget*> LlmProposer::target(const std::string& name, con
   const std::string key = name + "/" + backend;
   if (auto it = targets_.find(key); it != targets_.end()) return it->second.get();
   if (!valid_target_name(name)) return invalid_argument("bad target name '" + name.substr(0, 60) + "'");
-  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_target(targets_dir_ + "/" + name));
+  KILN_ASSIGN_OR_RETURN(std::string dir, find_target(targets_dir_, name));
+  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_target(dir));
   auto t = std::make_unique<PerTarget>();
   t->spec = std::move(spec);
   const BackendSpec* b = t->spec.backend(backend);

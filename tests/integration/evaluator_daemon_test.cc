@@ -15,6 +15,7 @@
 
 #include "shared/child_process.h"
 #include "shared/protocol.h"
+#include "shared/target_path.h"
 #include "shared/target_spec.h"
 #include "shared/transport.h"
 #include "tests/support/test_env.h"
@@ -208,9 +209,16 @@ TEST_F(EvaluatorDaemon, TheHelloNamesArchAndTheSpecHashOfEveryTarget) {
   const auto& h = std::get<proto::Hello>(hello->body);
   EXPECT_EQ(h.gpu_model, "") << "a cpu evaluator names no GPU model";
   EXPECT_FALSE(h.arch.empty());
+  // Every target on its lookup path: its own folder's rmsnorm, then the built-in ones.
   Result<TargetSpec> t = load_target(dir_.file("targets/rmsnorm"));
   ASSERT_TRUE(t.is_ok());
-  EXPECT_EQ(h.spec_hashes, (std::map<std::string, std::string>{{"rmsnorm", t->spec_hash}}));
+  EXPECT_EQ(h.spec_hashes.at("rmsnorm"), t->spec_hash);
+  Result<std::vector<TargetSpec>> all = load_target_path(dir_.file("targets"), /*own_only=*/false);
+  ASSERT_TRUE(all.is_ok()) << all.status().message();
+  std::map<std::string, std::string> expected;
+  for (const TargetSpec& s : *all) expected[s.name] = s.spec_hash;
+  EXPECT_GT(expected.size(), 1u);
+  EXPECT_EQ(h.spec_hashes, expected);
 }
 
 // `--gpu-model` names the model the hello announces (the coordinator's populations follow it); a

@@ -1,0 +1,87 @@
+#include "shared/target_path.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+namespace kiln {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> split_folders(const std::string& text, const std::string& separators) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : text + separators.front()) {
+    if (separators.find(c) != std::string::npos) {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> own_folders(const std::string& dirs) {
+  if (!dirs.empty()) return split_folders(dirs, ":,");
+  if (const char* env = std::getenv("KILN_TARGETS_DIR"); env && *env)
+    return split_folders(env, ":");
+  return {};
+}
+
+bool holds_target(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(dir / "target.json", ec);
+}
+
+std::string joined(const std::vector<std::string>& folders) {
+  std::string s;
+  for (const auto& f : folders) s += (s.empty() ? "" : ", ") + f;
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::string> target_folders(const std::string& dirs) {
+  std::vector<std::string> out = own_folders(dirs);
+  const std::string builtin = default_targets_dir();
+  if (std::find(out.begin(), out.end(), builtin) == out.end()) out.push_back(builtin);
+  return out;
+}
+
+bool has_own_targets(const std::string& dirs) { return !own_folders(dirs).empty(); }
+
+Result<std::string> find_target(const std::string& dirs, const std::string& name) {
+  if (name.empty()) return invalid_argument("an empty target name");
+  if (holds_target(name)) return name;
+  const std::vector<std::string> folders = target_folders(dirs);
+  if (name.find('/') == std::string::npos && name != "." && name != "..") {
+    for (const auto& f : folders) {
+      if (holds_target(fs::path(f) / name)) return (fs::path(f) / name).string();
+    }
+  }
+  return not_found("no target '" + name + "' in " + joined(folders) +
+                   " (list them with `kiln targets`; add folders with --targets-dir A:B)");
+}
+
+Result<std::vector<TargetSpec>> load_target_path(const std::string& dirs, bool own_only) {
+  std::vector<std::string> folders = target_folders(dirs);
+  if (own_only && has_own_targets(dirs)) folders.pop_back();  // the built-in folder
+  std::set<std::string> seen;
+  std::vector<TargetSpec> out;
+  for (const auto& f : folders) {
+    std::error_code ec;
+    if (!fs::is_directory(f, ec)) return not_found("targets folder " + f + " does not exist");
+    KILN_ASSIGN_OR_RETURN(std::vector<TargetSpec> here, load_targets(f));
+    for (TargetSpec& t : here) {
+      if (seen.insert(t.name).second) out.push_back(std::move(t));
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const TargetSpec& a, const TargetSpec& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,75 @@
+// A user's own targets beside the built-in ones (--targets-dir A:B, $KILN_TARGETS_DIR), through
+// the real `kiln` binary: listed together, looked up by name, searched in one run.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "shared/target_spec.h"
+#include "tests/support/test_env.h"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::testing::kiln_binary;
+using kiln::testing::run_command;
+
+// mine/mykernel: the built-in reduce under another name, with a small cpu benchmark.
+std::string own_targets(const testing::TempDir& dir) {
+  const std::string mine = dir.file("mine");
+  fs::create_directories(mine);
+  fs::copy(default_targets_dir() + "/reduce", mine + "/mykernel", fs::copy_options::recursive);
+  std::ifstream in(mine + "/mykernel/target.json");
+  nlohmann::json spec = nlohmann::json::parse(in);
+  spec["name"] = "mykernel";
+  std::ofstream(mine + "/mykernel/target.json") << spec.dump(2);
+  return mine;
+}
+
+TEST(TargetsPathCli, OwnAndBuiltInTargetsAreListedAndFoundTogether) {
+  testing::TempDir dir;
+  const std::string mine = own_targets(dir);
+  std::string text;
+  ASSERT_EQ(run_command(kiln_binary() + " targets --targets-dir " + mine + " 2>&1", &text), 0)
+      << text;
+  EXPECT_NE(text.find("mykernel"), std::string::npos) << text;
+  EXPECT_NE(text.find("softmax"), std::string::npos) << text;
+  EXPECT_NE(text.find(mine), std::string::npos) << text;  // where they came from
+
+  ASSERT_EQ(run_command(
+                "KILN_TARGETS_DIR=" + mine + " " + kiln_binary() + " targets mykernel reduce 2>&1",
+                &text),
+            0)
+      << text;
+  EXPECT_NE(text.find("2 targets"), std::string::npos) << text;
+
+  // An unknown name says where it was looked for.
+  EXPECT_EQ(run_command(kiln_binary() + " eval nosuch --targets-dir " + mine + " 2>&1", &text), 2)
+      << text;
+  EXPECT_NE(text.find("no target 'nosuch'"), std::string::npos) << text;
+  EXPECT_NE(text.find(mine), std::string::npos) << text;
+}
+
+TEST(TargetsPathCli, ARunSearchesAnOwnTargetAndABuiltInOneTogether) {
+  testing::TempDir dir;
+  const std::string mine = own_targets(dir);
+  const std::string out = dir.file("run");
+  std::string text;
+  ASSERT_EQ(
+      run_command(kiln_binary() + " run --backend cpu --targets reduce,mykernel --targets-dir " +
+                      mine + " --patience 2 --budget 20s --evaluators 1 --out " + out +
+                      " --cache-dir " + dir.file("cache") + " 2>&1",
+                  &text),
+      0)
+      << text;
+  std::ifstream in(out + "/summary.json");
+  nlohmann::json summary = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(summary.is_array() && summary.size() == 2) << text;
+  for (const auto& t : summary) EXPECT_GT(t["evaluations"].get<int>(), 0) << t.dump();
+}
+
+}  // namespace
+}  // namespace kiln
