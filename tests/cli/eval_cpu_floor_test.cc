@@ -15,16 +15,11 @@
 namespace kiln {
 namespace {
 
+using testing::read_file;
+
 namespace fs = std::filesystem;
 using testing::kiln_binary;
 using testing::TempDir;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Runs `command` with stdout and stderr kept apart (stdout carries the JSON).
 int run_split(const std::string& command, const TempDir& dir, std::string* out, std::string* err) {

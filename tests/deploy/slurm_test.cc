@@ -6,8 +6,6 @@
 // loses an evaluator step to `scancel`, then is requeued mid-run
 // (`scontrol requeue`), continues its run from Redis on its restart and completes.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -28,27 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
 class SlurmJob : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -60,8 +37,8 @@ class SlurmJob : public ::testing::Test {
                    << out;
     cluster_ = dir_.file("cluster");
     const std::string start = "bash " KILN_SOURCE_DIR "/deploy/slurm/local-cluster.sh start " +
-                              cluster_ + " " + std::to_string(free_port()) + " " +
-                              std::to_string(free_port()) + " 2 16 2 2>&1";
+                              cluster_ + " " + std::to_string(testing::free_tcp_port()) + " " +
+                              std::to_string(testing::free_tcp_port()) + " 2 16 2 2>&1";
     ASSERT_EQ(testing::run_command(start, &out), 0) << out;
     started_ = true;
     // reduce with a small cpu benchmark and a PAD parameter the kernel ignores, so that the
@@ -125,7 +102,7 @@ class SlurmJob : public ::testing::Test {
     size_t n = 0;
     for (int i = 0; i < 3; ++i) {
       std::istringstream log(
-          read_all(dir_.file(name + "/logs/evaluator-" + std::to_string(i) + ".log")));
+          testing::read_file(dir_.file(name + "/logs/evaluator-" + std::to_string(i) + ".log")));
       std::string line;
       while (std::getline(log, line))
         n += line.find(" ms") != std::string::npos && line.find("task ") != std::string::npos;
@@ -159,8 +136,8 @@ class SlurmJob : public ::testing::Test {
     return per_evaluator;
   }
   std::string context(const std::string& name) {
-    return read_all(dir_.file(name + ".out")) + "\n--- coordinator\n" +
-           read_all(dir_.file(name + "/logs/coordinator.out"));
+    return testing::read_file(dir_.file(name + ".out")) + "\n--- coordinator\n" +
+           testing::read_file(dir_.file(name + "/logs/coordinator.out"));
   }
 
   testing::TempDir dir_;
@@ -206,8 +183,8 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
   EXPECT_NE(batch.find("continuing it (--resume-if-any)"), std::string::npos) << batch;
   EXPECT_NE(batch.find("of search already spent"), std::string::npos) << batch;
   EXPECT_NE(batch.find("coordinator exited with 0"), std::string::npos) << batch;
-  nlohmann::json summary =
-      nlohmann::json::parse(read_all(dir_.file(name + "/run/summary.json")), nullptr, false);
+  nlohmann::json summary = nlohmann::json::parse(
+      testing::read_file(dir_.file(name + "/run/summary.json")), nullptr, false);
   ASSERT_TRUE(summary.is_array() && summary.size() == 1) << batch;
   EXPECT_GT(summary[0]["evaluations"].get<int>(), 6) << summary.dump();
   // Each evaluator step of the first start had its own GPU, on one node or the other: two fit on
@@ -215,7 +192,7 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
   std::set<std::string> devices, nodes;
   for (int i = 0; i < 3; ++i) {
     const std::string first =
-        read_all(dir_.file(name + "/logs/evaluator-" + std::to_string(i) + ".out"));
+        testing::read_file(dir_.file(name + "/logs/evaluator-" + std::to_string(i) + ".out"));
     const size_t on = first.find(" on "), at = first.find("CUDA_VISIBLE_DEVICES=");
     ASSERT_TRUE(on != std::string::npos && at != std::string::npos) << first;
     const std::string node = first.substr(on + 4, first.find(',', on) - on - 4);

@@ -20,13 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -66,10 +59,10 @@ TEST(NetnsFarm, AHostCutOffFor30sHasItsTasksRequeuedAndJoinsAgainWhenItsLinkRetu
                            testing::kiln_binary() + " " + dir.path() + " " + targets +
                            " 30 75 2>&1",
                        &output);
-  const std::string coord = read_all(dir.file("coord.log"));
-  const std::string eval_a = read_all(dir.file("eval-a.log"));
+  const std::string coord = testing::read_file(dir.file("coord.log"));
+  const std::string eval_a = testing::read_file(dir.file("eval-a.log"));
   const std::string context = output + "\n--- coordinator\n" + coord + "\n--- eval-a\n" + eval_a;
-  ASSERT_EQ(read_all(dir.file("rc")), "coordinator=0\n") << context;
+  ASSERT_EQ(testing::read_file(dir.file("rc")), "coordinator=0\n") << context;
 
   // The coordinator noticed the silence and put A's tasks back; A joined again.
   EXPECT_NE(coord.find("worker eval-a is silent"), std::string::npos) << context;
@@ -81,7 +74,7 @@ TEST(NetnsFarm, AHostCutOffFor30sHasItsTasksRequeuedAndJoinsAgainWhenItsLinkRetu
   std::string word;
   size_t cut_line = 0, restored_line = 0;
   marks >> word >> cut_line >> word >> restored_line;
-  ASSERT_GT(restored_line, 0u) << read_all(dir.file("marks"));
+  ASSERT_GT(restored_line, 0u) << testing::read_file(dir.file("marks"));
   std::istringstream lines(eval_a);
   std::string line;
   size_t n = 0, after = 0;

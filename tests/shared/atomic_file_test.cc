@@ -17,19 +17,12 @@
 namespace kiln {
 namespace {
 
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 TEST(AtomicFile, WritesTheWholeContentWithItsModeAndLeavesNoTemporary) {
   testing::TempDir dir;
   const std::string path = dir.file("probe.so");
   ASSERT_TRUE(write_file_atomically(path, "first", 0600).is_ok());
   ASSERT_TRUE(write_file_atomically(path, std::string(100000, 'x'), 0600).is_ok());
-  EXPECT_EQ(read_all(path), std::string(100000, 'x'));
+  EXPECT_EQ(testing::read_file(path), std::string(100000, 'x'));
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -54,7 +47,7 @@ TEST(AtomicFile, ReadersNeverSeeAPartWhileWritersRace) {
     });
   }
   for (int i = 0; i < 50; ++i) {
-    const std::string seen = read_all(path);
+    const std::string seen = testing::read_file(path);
     EXPECT_TRUE(seen == a || seen == b) << "a reader saw " << seen.size() << " bytes";
   }
   for (auto& t : writers) t.join();

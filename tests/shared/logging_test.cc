@@ -19,12 +19,7 @@
 namespace kiln {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using testing::read_file;
 
 // Puts logging back on stderr when a test is done with its file.
 struct RestoreLogging {

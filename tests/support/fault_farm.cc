@@ -21,22 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// A loopback TCP port that was free a moment ago: the coordinator binds it on every (re)start.
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 }  // namespace
 
 std::string read_text(const std::string& path, size_t from) {
@@ -81,7 +65,7 @@ std::string FaultFarm::start() {
     cpu["template"]["params"]["PAD"] = pad;
     std::ofstream(targets_ + "/" + t + "/target.json") << spec.dump(2);
   }
-  const int port = free_port();
+  const int port = testing::free_tcp_port();
   if (port <= 0) return "no free loopback port";
   endpoint_ = "tcp://127.0.0.1:" + std::to_string(port);
   if (std::string e = start_redis(); !e.empty()) return e;

@@ -63,4 +63,10 @@ std::string kiln_binary();
 // Runs a shell command, returns its exit status and fills `output` with stdout+stderr.
 int run_command(const std::string& command, std::string* output);
 
+// A file's whole content ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
+// A loopback TCP port that was free a moment ago (-1 when none could be had).
+int free_tcp_port();
+
 }  // namespace kiln::testing
