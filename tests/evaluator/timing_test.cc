@@ -22,7 +22,9 @@ TEST(LaunchSchedule, MasksNeverRepeatOnASetAndNeverUseTheClosingMask) {
       ASSERT_LE(mask, 0xFFFFu);
       ASSERT_TRUE(seen[set].insert(mask).second) << "mask " << mask << " repeated at launch " << i;
       // The first 560 launches change three sites each (few writes before each launch).
-      if (i < 560) ASSERT_EQ(__builtin_popcount(mask), 3) << "launch " << i;
+      if (i < 560) {
+        ASSERT_EQ(__builtin_popcount(mask), 3) << "launch " << i;
+      }
     }
   }
 }
