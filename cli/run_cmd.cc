@@ -667,7 +667,9 @@ namespace {
 
 // The options `kiln run` and `kiln coordinator` share, with the same meaning in both.
 void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a) {
-  sub->add_option("--targets", a->targets, "Comma-separated targets (default: all built-in)");
+  sub->add_option(
+      "--targets", a->targets,
+      "Comma-separated targets (default: every one in --targets-dir, else every built-in one)");
   sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
   sub->add_option(
          "--redis-retry", a->redis_retry,
@@ -678,6 +680,11 @@ void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a)
   sub->add_option("--islands", a->islands, "Islands per target (at least 1)")
       ->capture_default_str();
   sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
+  sub->add_flag(
+      "--resume-if-any", a->resume_if_any,
+      "--resume when a run is recorded, else start a new one (a finished run only rewrites\n"
+      "the output folder), for schedulers that start the coordinator again: Kubernetes\n"
+      "Jobs, Slurm --requeue");
   sub->add_option(
       "--targets-dir", a->targets_dir,
       "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
@@ -741,11 +748,6 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--resume", a->resume,
                 "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
                 "coordinator stopped; options not given keep the run's");
-  sub->add_flag(
-      "--resume-if-any", a->resume_if_any,
-      "--resume when a run is recorded, else start a new one (a finished run only rewrites\n"
-      "the output folder), for schedulers that start the coordinator again: Kubernetes\n"
-      "Jobs, Slurm --requeue");
   sub->callback([&action, a, sub] {
     note_given(sub, *a);
     action = [a] { return run_search(*a); };
@@ -777,16 +779,13 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
       ->capture_default_str();
   add_coordinator_curve_options(sub, a->curve, true);
   sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
-  sub->add_option("--cache-dir", a->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
-  sub->add_flag("--resume", a->resume,
-                "Continue the run in --out (or --redis) after a crash, a lost Redis or Ctrl-C: restarts\n"
-                "its Redis from the AOF, rebuilds the search and finishes it with the budget left;\n"
-                "results already in Redis are not evaluated again. Options not given keep the run's");
+  sub->add_option("--cache-dir", a->cache_dir,
+                  "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_flag(
-      "--resume-if-any", a->resume_if_any,
-      "--resume when a run is recorded, else start a new one (a finished run only rewrites\n"
-      "the output folder), for schedulers that start the coordinator again: Kubernetes\n"
-      "Jobs, Slurm --requeue");
+      "--resume", a->resume,
+      "Continue the run in --out (or --redis) after a crash, a lost Redis or Ctrl-C: restarts\n"
+      "its Redis from the AOF, rebuilds the search and finishes it with the budget left;\n"
+      "results already in Redis are not evaluated again. Options not given keep the run's");
   sub->callback([&action, a, sub] {
     note_given(sub, *a);
     action = [a] { return run_search(*a); };

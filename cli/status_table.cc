@@ -85,19 +85,6 @@ std::string ProgressLines::update(const std::vector<coordinator::TargetReport>& 
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r) {
-  return {{"gpu_model", r.gpu_model},
-          {"state", r.state},
-          {"evaluations", std::to_string(r.evaluations)},
-          {"failures", std::to_string(r.failures)},
-          {"accepted", std::to_string(r.accepted)},
-          {"seed_us", num(r.seed_us)},
-          {"best_us", num(r.best_us)},
-          {"fraction_of_floor", num(r.fraction_of_floor)},
-          {"best_id", r.best_id},
-          {"best", r.best_label}};
-}
-
 nlohmann::json report_json(const coordinator::TargetReport& r) {
   return {{"target", r.target},
           {"gpu_model", r.gpu_model},
@@ -110,6 +97,19 @@ nlohmann::json report_json(const coordinator::TargetReport& r) {
           {"fraction_of_floor", r.fraction_of_floor},
           {"best_id", r.best_id},
           {"best", r.best_label}};
+}
+
+std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r) {
+  // The fields of report_json(), as text (the target is the key they are stored under).
+  const nlohmann::json fields = report_json(r);  // alive through the loop
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, value] : fields.items()) {
+    if (key == "target") continue;
+    out.emplace_back(key, value.is_string()         ? value.get<std::string>()
+                          : value.is_number_float() ? num(value.get<double>())
+                                                    : std::to_string(value.get<uint64_t>()));
+  }
+  return out;
 }
 
 coordinator::TargetReport report_from_fields(const std::string& target,

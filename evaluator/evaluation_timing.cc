@@ -222,6 +222,8 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   uint32_t attempt = 0;
   std::string first_problem;
   Result<nlohmann::json> reply = internal_error("not timed");
+  Result<std::vector<double>> samples = internal_error("not timed");
+  std::string problem;  // timing_problem() of the last attempt's samples
   for (;;) {
     if (rotate) req["sites"] = draw_sites();
     start_references();
@@ -231,11 +233,12 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
       CpuTimingLock lock(backend == "cpu");
       return sandbox->call(req, timeout);
     }();
-    if (++attempt >= attempts || !reply.is_ok() || !reply->value("ok", false)) break;
-    Result<std::vector<double>> samples = numbers_of(*reply, "samples_us", 1);
+    ++attempt;
+    if (!reply.is_ok() || !reply->value("ok", false)) break;
+    samples = numbers_of(*reply, "samples_us", 1);
     if (!samples.is_ok()) break;
-    std::string problem = timing_problem(*samples);
-    if (problem.empty()) break;
+    problem = timing_problem(*samples);
+    if (problem.empty() || attempt >= attempts) break;
     if (first_problem.empty()) first_problem = problem;
     say("time: " + problem + "; timing again with fresh sites (" + std::to_string(attempt + 1) +
         " of " + std::to_string(attempts) + ")");
@@ -262,7 +265,6 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
                                                   : proto::Outcome::kInternalError,
                 failed.detail, 0, 0);
   }
-  Result<std::vector<double>> samples = numbers_of(*reply, "samples_us", 1);
   Result<std::vector<double>> clocks = numbers_of(*reply, "clocks_mhz", 0);
   if (!samples.is_ok() || !clocks.is_ok()) {
     const Status& bad = samples.is_ok() ? clocks.status() : samples.status();
@@ -368,7 +370,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     r->metrics["sm_clock_min_mhz"] = t.min_clock_mhz;
     r->metrics["sm_clock_max_mhz"] = t.max_clock_mhz;
   }
-  if (std::string problem = timing_problem(*samples); !problem.empty()) {
+  if (!problem.empty()) {
     if (attempt > 1) problem += " (in each of " + std::to_string(attempt) + " timings)";
     stage("timing", false, problem, 0, t.samples);
     r->log = problem;
