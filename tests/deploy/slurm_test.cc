@@ -18,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/support/fault_farm.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
@@ -44,15 +45,7 @@ class SlurmJob : public ::testing::Test {
     // reduce with a small cpu benchmark and a PAD parameter the kernel ignores, so that the
     // search outlasts the faults.
     targets_ = dir_.file("targets");
-    fs::create_directories(targets_);
-    fs::copy(KILN_SOURCE_DIR "/targets/reduce", targets_ + "/reduce", fs::copy_options::recursive);
-    std::ifstream in(targets_ + "/reduce/target.json");
-    nlohmann::json spec = nlohmann::json::parse(in);
-    spec["backends"]["cpu"]["benchmark"] = {{"M", 64}, {"N", 256}};
-    std::vector<int> pad;
-    for (int i = 0; i < 400; ++i) pad.push_back(i);
-    spec["backends"]["cpu"]["template"]["params"]["PAD"] = pad;
-    std::ofstream(targets_ + "/reduce/target.json") << spec.dump(2);
+    ASSERT_EQ(testing::copy_padded_target(targets_, "reduce", 400), "");
   }
   void TearDown() override {
     if (!started_) return;

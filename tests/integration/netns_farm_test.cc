@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/fault_farm.h"
 #include "tests/support/test_env.h"
 
 namespace kiln {
@@ -44,15 +45,7 @@ TEST(NetnsFarm, AHostCutOffFor30sHasItsTasksRequeuedAndJoinsAgainWhenItsLinkRetu
   // reduce with a small cpu benchmark and a PAD parameter the kernel ignores: evaluations take a
   // moment and the space outlasts the budget, so the run is still going when the link returns.
   const std::string targets = dir.file("targets");
-  fs::create_directories(targets);
-  fs::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/reduce", fs::copy_options::recursive);
-  std::ifstream in(targets + "/reduce/target.json");
-  nlohmann::json spec = nlohmann::json::parse(in);
-  spec["backends"]["cpu"]["benchmark"] = {{"M", 64}, {"N", 256}};
-  std::vector<int> pad;
-  for (int i = 0; i < 400; ++i) pad.push_back(i);
-  spec["backends"]["cpu"]["template"]["params"]["PAD"] = pad;
-  std::ofstream(targets + "/reduce/target.json") << spec.dump(2);
+  ASSERT_EQ(testing::copy_padded_target(targets, "reduce", 400), "");
 
   std::string output;
   testing::run_command("bash " KILN_SOURCE_DIR "/tests/integration/netns_farm.sh " +

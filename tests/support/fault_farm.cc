@@ -23,6 +23,25 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
+std::string copy_padded_target(const std::string& folder, const std::string& target,
+                               uint32_t pad_values) {
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  fs::copy(std::string(KILN_SOURCE_DIR) + "/targets/" + target, folder + "/" + target,
+           fs::copy_options::recursive, ec);
+  if (ec) return "copying target " + target + ": " + ec.message();
+  std::ifstream in(folder + "/" + target + "/target.json");
+  nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);
+  if (spec.is_discarded()) return target + "/target.json does not parse";
+  nlohmann::json& cpu = spec["backends"]["cpu"];
+  cpu["benchmark"] = {{"M", 64}, {"N", 256}};
+  std::vector<int> pad;
+  for (uint32_t i = 0; i < pad_values; ++i) pad.push_back(static_cast<int>(i));
+  cpu["template"]["params"]["PAD"] = pad;
+  std::ofstream(folder + "/" + target + "/target.json") << spec.dump(2);
+  return "";
+}
+
 std::string read_text(const std::string& path, size_t from) {
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -47,23 +66,10 @@ FaultFarm::~FaultFarm() {
 }
 
 std::string FaultFarm::start() {
-  // The targets: small cpu benchmark shapes (an evaluation takes a moment) and a PAD parameter
-  // the kernels ignore, so that the space holds thousands of configurations.
-  std::error_code ec;
-  fs::create_directories(targets_, ec);
+  // The targets: the space holds thousands of configurations.
   for (const auto& t : options_.targets) {
-    fs::copy(std::string(KILN_SOURCE_DIR) + "/targets/" + t, targets_ + "/" + t,
-             fs::copy_options::recursive, ec);
-    if (ec) return "copying target " + t + ": " + ec.message();
-    std::ifstream in(targets_ + "/" + t + "/target.json");
-    nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);
-    if (spec.is_discarded()) return t + "/target.json does not parse";
-    nlohmann::json& cpu = spec["backends"]["cpu"];
-    cpu["benchmark"] = {{"M", 64}, {"N", 256}};
-    std::vector<int> pad;
-    for (uint32_t i = 0; i < options_.pad_values; ++i) pad.push_back(static_cast<int>(i));
-    cpu["template"]["params"]["PAD"] = pad;
-    std::ofstream(targets_ + "/" + t + "/target.json") << spec.dump(2);
+    if (std::string why = copy_padded_target(targets_, t, options_.pad_values); !why.empty())
+      return why;
   }
   const int port = testing::free_tcp_port();
   if (port <= 0) return "no free loopback port";

@@ -119,4 +119,10 @@ std::string read_text(const std::string& path, size_t from = 0);
 // Lines of `text` that contain `needle`.
 size_t count_lines_with(const std::string& text, const std::string& needle);
 
+// Copies the built-in target `target` into `folder` with a small cpu benchmark (M=64, N=256: an
+// evaluation takes a moment) and a PAD template parameter of `pad_values` values that the kernel
+// ignores, so that a search outlasts what a test does to its farm. "" when done, else why not.
+std::string copy_padded_target(const std::string& folder, const std::string& target,
+                               uint32_t pad_values);
+
 }  // namespace kiln::testing
