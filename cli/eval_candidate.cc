@@ -134,6 +134,21 @@ std::vector<std::string> failing_constraints(const KernelSpec& spec, const Shape
   return out;
 }
 
+Result<std::map<std::string, std::string>> parse_pairs(const std::string& text, const char* what) {
+  std::map<std::string, std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
+      return invalid_argument(std::string(what) + ": '" + item + "' is not KEY=VALUE");
+    }
+    out[item.substr(0, eq)] = item.substr(eq + 1);
+  }
+  return out;
+}
+
 Result<CandidateChoice> choose_candidate(const BackendSpec& b, const CandidateArgs& a,
                                          const Shape& shape, DType dtype) {
   if (!a.geometry.empty() && a.geometry != "seed" && a.geometry != "template") {

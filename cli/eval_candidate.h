@@ -31,6 +31,10 @@ struct CandidateChoice {
   std::string params_note;           // how the template parameters were chosen ("" for the seed)
 };
 
+// "K=V,K2=V2" (--params, --shape) as a map; INVALID_ARGUMENT naming `what` for an item that is
+// not KEY=VALUE.
+Result<std::map<std::string, std::string>> parse_pairs(const std::string& text, const char* what);
+
 // Chooses the candidate. The geometry is the template's with --geometry template, --template,
 // --params or --sweep, else the seed's (a --source file included: a file derived from the seed
 // launches as the seed does). Template parameters not given by --params take the values of the

@@ -49,21 +49,6 @@ struct EvalArgs {
   uint64_t seed = 1;
 };
 
-Result<std::map<std::string, std::string>> parse_pairs(const std::string& text, const char* what) {
-  std::map<std::string, std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
-    size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
-      return invalid_argument(std::string(what) + ": '" + item + "' is not KEY=VALUE");
-    }
-    out[item.substr(0, eq)] = item.substr(eq + 1);
-  }
-  return out;
-}
-
 std::string pick_backend(const TargetSpec& t, std::string requested) {
   if (!requested.empty()) return requested;
 #ifdef KILN_HAVE_CUDA

@@ -229,6 +229,9 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
       best["block"] = {k.block[0], k.block[1], k.block[2]};
       best["shared_bytes"] = k.shared_bytes;
       best["benchmark_shape"] = spec->benchmark_for(backend);
+      // What `kiln export` checks and bakes in: the spec the run searched and the dtype it timed.
+      best["spec_hash"] = spec->spec_hash;
+      best["dtype"] = std::string(dtype_name(b.dtypes.front()));
     }
     for (const auto& res : engine.results()) {
       if (res.candidate_id == r.best_id && res.outcome == proto::Outcome::kVerified) {
@@ -251,6 +254,7 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
       row["kind"] = std::string(coordinator::task_kind_name(c->kind));
       row["retime"] = c->kind == coordinator::TaskKind::kRetime;
       row["verdict"] = std::string(coordinator::verdict_name(c->verdict));
+      row["source_sha256"] = c->source_sha256;
     }
     all << row.dump() << "\n";
   }
@@ -657,6 +661,7 @@ int run_search(const RunArgs& args) {
   if (Status w = write_outputs(out, runnable, backend, engine); !w.is_ok()) return fail(w.message());
   std::printf("\n");
   print_status_table(engine.reports(), stdout);
+  print_winners(engine.reports(), "--out " + shell_quote(out), backend, stdout);
   std::printf("\nbest kernels, summary.json and results.jsonl are in %s\n", out.c_str());
   return ran.is_ok() ? 0 : 1;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/redis_password.h"
+#include "cli/resume_command.h"
 #include "cli/status_table.h"
 #include "shared/fatal.h"
 #include "shared/redis_client.h"
@@ -57,19 +58,39 @@ Result<std::vector<coordinator::TargetReport>> from_summary(const std::string& p
   return out;
 }
 
+// The run's backend, for the export hint: from its Redis record or its summary ("" if unknown).
+std::string backend_of(const StatusArgs& a, const std::string& redis_url) {
+  if (!redis_url.empty()) {
+    redis::RedisOptions o;
+    o.url = redis_url;
+    o.connect_timeout_ms = 1000;
+    o.max_reconnect_attempts = 1;
+    if (!a.redis_password_file.empty() && !apply_redis_password_file(a.redis_password_file, o).is_ok()) return "";
+    Result<redis::RedisClient> client = redis::RedisClient::connect(o);
+    if (!client.is_ok()) return "";
+    redis::Store store(*client);
+    Result<std::map<std::string, std::string>> run = store.get_run();
+    return run.is_ok() && run->count("backend") ? run->at("backend") : "";
+  }
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(a.out + "/summary.json"), nullptr, false);
+  return j.is_array() && !j.empty() && j[0].is_object() ? j[0].value("backend", "") : "";
+}
+
 int run_status(const StatusArgs& a) {
   Result<std::vector<coordinator::TargetReport>> reports = not_found("");
-  std::string source;
+  std::string source, redis_url = a.redis;
   if (!a.redis.empty()) {
     reports = from_redis(a.redis, a.redis_password_file);
     source = redis_url_for_display(a.redis);
   } else {
     const std::string sock = a.out + "/redis/redis.sock";
     if (fs::exists(sock)) {
-      reports = from_redis("unix://" + fs::absolute(sock).string(), "");
+      redis_url = "unix://" + fs::absolute(sock).string();
+      reports = from_redis(redis_url, "");
       source = "the running run in " + a.out;
     }
     if (!reports.is_ok()) {
+      redis_url.clear();
       reports = from_summary(a.out + "/summary.json");
       source = a.out + "/summary.json";
     }
@@ -87,6 +108,8 @@ int run_status(const StatusArgs& a) {
   }
   std::printf("from %s\n", source.c_str());
   print_status_table(*reports, stdout);
+  print_winners(*reports, a.redis.empty() ? "--out " + shell_quote(a.out) : "--redis " + shell_quote(a.redis),
+                backend_of(a, redis_url), stdout);
   return 0;
 }
 

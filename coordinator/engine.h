@@ -135,6 +135,7 @@ class Engine {
     std::map<std::string, std::string> params;
     TaskKind kind = TaskKind::kChild;
     Verdict verdict = Verdict::kFailed;
+    std::string source_sha256;  // of the kernel text evaluated
   };
   // nullptr for a task this run never sent (a late answer of an unknown task is not judged).
   const ResultContext* context_of(const std::string& task_id) const;

@@ -407,7 +407,7 @@ class CandidateEvaluator::Impl {
                 std::to_string(per_row) + ", in order)";
       }
       CompareResult c =
-          compare(s.dtype, got, want, count, target.tolerance.at(dtype), poison, name);
+          compare(s.dtype, got, want, count, tolerance_at(target, dtype, expected.shape), poison, name);
       o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
       o.worst_abs = std::max(o.worst_abs, c.worst_abs_error);
       o.rms = std::max(o.rms, c.rms_error);

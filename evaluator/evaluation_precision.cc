@@ -75,7 +75,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::precision_verdict(
     const CaseOutcome& theirs = p.theirs;
     if (theirs.kind != CaseKind::kPass) continue;  // the seed is no yardstick at this shape
     ++cases;
-    const Tolerance& tol = target.tolerance.at(p.dtype);
+    const Tolerance tol = tolerance_at(target, p.dtype, p.shape);
     const double tol_floor = kFloorOfTolerance * std::max(tol.abs, 1e-30);
     const double worst_base =
         std::max({theirs.worst_abs, kRoundingUnits * mine.ulp_at_max, tol_floor});

@@ -213,6 +213,17 @@ ExprVars expr_vars(const Shape& shape, DType dtype, const std::map<std::string, 
   return v;
 }
 
+Tolerance tolerance_at(const TargetSpec& target, DType dtype, const Shape& shape) {
+  Tolerance tol = target.tolerance.at(dtype);
+  if (tol.scale.empty()) return tol;
+  Result<double> k = eval_expr(tol.scale, expr_vars(shape, dtype, {}));
+  if (k.is_ok() && *k > 0) {
+    tol.rel *= *k;
+    tol.abs *= *k;
+  }
+  return tol;
+}
+
 int64_t element_count(const TargetArg& arg, const Shape& shape) {
   int64_t n = 1;
   for (const auto& d : arg.shape) n *= shape.at(d);
@@ -223,6 +234,36 @@ std::string shape_string(const Shape& shape) {
   std::string s;
   for (const auto& [d, n] : shape) s += (s.empty() ? "" : ",") + d + "=" + std::to_string(n);
   return s;
+}
+
+// "leaderboard": the GPU MODE task the target reproduces; every input is mapped from `data`.
+Status read_leaderboard(JsonFields& f, TargetSpec* t) {
+  KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> lb, f.object("leaderboard"));
+  if (!lb) return Status::ok();
+  LeaderboardTask task;
+  KILN_RETURN_IF_ERROR(lb->get("task", &task.task, true));
+  KILN_RETURN_IF_ERROR(lb->get("gpus", &task.gpus, true));
+  KILN_RETURN_IF_ERROR(lb->get("inputs", &task.inputs, true));
+  KILN_RETURN_IF_ERROR(lb->get("outputs", &task.outputs));
+  KILN_RETURN_IF_ERROR(lb->get("result", &task.result, true));
+  KILN_RETURN_IF_ERROR(lb->get("bit_exact", &task.bit_exact));
+  KILN_RETURN_IF_ERROR(lb->finish());
+  if (task.gpus.empty()) return lb->field_error("gpus", "name at least one GPU of the leaderboard");
+  for (const TargetArg* in : t->inputs()) {
+    if (!task.inputs.count(in->name)) return lb->field_error("inputs", "input '" + in->name + "' is not taken from data");
+  }
+  for (const auto& [name, expr] : task.inputs) {
+    bool known = false;
+    for (const TargetArg* in : t->inputs()) known |= in->name == name;
+    if (!known) return lb->field_error("inputs", "'" + name + "' is not an input of the target");
+  }
+  for (const auto& [name, expr] : task.outputs) {
+    bool known = false;
+    for (const TargetArg* out : t->outputs()) known |= out->name == name;
+    if (!known) return lb->field_error("outputs", "'" + name + "' is not an output of the target");
+  }
+  t->leaderboard = std::move(task);
+  return Status::ok();
 }
 
 Result<TargetSpec> load_target(const std::string& dir_str) {
@@ -313,6 +354,17 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     KILN_RETURN_IF_ERROR(one->get("rel", &tl.rel, true));
     KILN_RETURN_IF_ERROR(one->get("abs", &tl.abs, true));
     KILN_RETURN_IF_ERROR(one->get("rms", &tl.rms));
+    KILN_RETURN_IF_ERROR(one->get("scale", &tl.scale));
+    if (!tl.scale.empty()) {
+      // Checked with every dim 1 (the shapes are read later); each case's shape scales it.
+      ExprVars ones;
+      for (const auto& dim : t.dims) ones[dim] = 1;
+      Result<double> v = eval_expr(tl.scale, ones);
+      if (!v.is_ok() || *v <= 0) {
+        return one->field_error("scale", "expected a positive expression of the dims (" +
+                                             (v.is_ok() ? std::string("it is not positive") : v.status().message()) + ")");
+      }
+    }
     KILN_RETURN_IF_ERROR(one->finish());
     if (tl.rel < 0 || tl.abs < 0 || tl.rms < 0) return tol->field_error(std::string(dtype_name(d)), "tolerances are >= 0");
     t.tolerance[d] = tl;
@@ -344,6 +396,8 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     }
     KILN_RETURN_IF_ERROR(skip->finish());
   }
+
+  KILN_RETURN_IF_ERROR(read_leaderboard(f, &t));
 
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> shapes, f.object("shapes", true));
   const nlohmann::json* bench = shapes->raw("benchmark");

@@ -39,6 +39,8 @@ struct Tolerance {
   double abs = 0;
   double rms = 0;  // adds rms * (RMS of the output's finite reference values) to abs: errors of
                    // long accumulations scale with the terms, not with a result near zero
+  std::string scale;  // optional expression of the dims multiplying rel and abs at each shape
+                      // ("sqrt(N)": a scan whose checker allows errors growing with its length)
 };
 
 // A kernel source for one backend: the seed (fixed params) or the tunable template (a space).
@@ -63,6 +65,18 @@ struct BackendSpec {
   std::optional<Shape> benchmark;
 };
 
+// A GPU MODE leaderboard task the target reproduces (docs/export.md): what `kiln export --format
+// gpumode` needs to write a submission whose custom_kernel(data) calls the kernel.
+struct LeaderboardTask {
+  std::string task;                  // the leaderboard's name, e.g. "vectorsum_v2"
+  std::vector<std::string> gpus;     // GPU names for the #!POPCORN gpu line, e.g. "H100"
+  std::map<std::string, std::string> inputs;   // every input arg -> Python expression over `data`
+  std::map<std::string, std::string> outputs;  // output arg -> a tensor of `data` to write into
+  std::string result;                // Python expression over the outputs: what custom_kernel returns
+  std::string bit_exact;             // non-empty: the checker needs bit-exact agreement with a
+                                     // vendor library (why); kiln refuses to export it
+};
+
 struct TargetSpec {
   std::string name;
   std::string description;
@@ -84,6 +98,7 @@ struct TargetSpec {
   // A candidate's worst and RMS error may be at most this many times the seed's on the same
   // inputs (docs/threats.md row 10: a precision drop that stays inside the tolerance).
   double precision_factor = 8;
+  std::optional<LeaderboardTask> leaderboard;
   std::string spec_hash;             // sha256 of the spec file and every source it names
 
   const BackendSpec* backend(const std::string& name) const;
@@ -102,6 +117,10 @@ Result<std::vector<TargetSpec>> load_targets(const std::string& root);
 
 // Variables for expressions: the shape's dims, S = bytes of `dtype`, and the params.
 ExprVars expr_vars(const Shape& shape, DType dtype, const std::map<std::string, std::string>& params);
+
+// The target's tolerance for `dtype` at `shape`: rel and abs times its scale expression there
+// (unchanged without one, or where the expression cannot be evaluated).
+Tolerance tolerance_at(const TargetSpec& target, DType dtype, const Shape& shape);
 
 // Number of elements of a tensor argument at `shape`.
 int64_t element_count(const TargetArg& arg, const Shape& shape);

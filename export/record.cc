@@ -1,0 +1,165 @@
+// The export folder and its record: see record.h.
+#include "export/record.h"
+
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "shared/build_info.h"
+#include "shared/hash.h"
+
+namespace kiln::exporter {
+namespace fs = std::filesystem;
+namespace {
+
+Result<std::string> read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return not_found("cannot read " + p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status write_text(const fs::path& p, const std::string& text) {
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return unavailable("cannot write " + p.string());
+  return Status::ok();
+}
+
+std::string kernel_file(const ExportCandidate& c) {
+  return "kernel/" + c.kernel_name + (c.backend == "cuda" ? ".cu" : ".cpp");
+}
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json evaluation_summary(const nlohmann::json& r) {
+  if (!r.is_object()) return nlohmann::json();
+  nlohmann::json out = {{"outcome", r.value("outcome", "")},
+                        {"evaluator", r.value("evaluator", "")},
+                        {"gpu_model", r.value("evaluator_gpu_model", "")},
+                        {"arch", r.value("arch", "")}};
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : r.value("stages", nlohmann::json::array())) {
+    stages.push_back({{"name", s.value("name", "")},
+                      {"passed", s.value("passed", false)},
+                      {"cases", s.value("cases", 0)},
+                      {"worst_rel_error", s.value("worst_rel_error", 0.0)},
+                      {"detail", s.value("detail", "")}});
+  }
+  out["stages"] = stages;
+  const nlohmann::json t = r.value("timing", nlohmann::json::object());
+  out["timing"] = {{"median_us", t.value("median_us", 0.0)},      {"iqr_us", t.value("iqr_us", 0.0)},
+                   {"min_us", t.value("min_us", 0.0)},            {"noise_rel", t.value("noise_rel", 0.0)},
+                   {"samples", t.value("samples", 0)},            {"sm_clock_mhz", t.value("sm_clock_mhz", 0.0)},
+                   {"throttled_samples", t.value("throttled_samples", 0)}};
+  const nlohmann::json m = r.value("metrics", nlohmann::json::object());
+  if (m.contains("fraction_of_floor")) out["fraction_of_floor"] = m["fraction_of_floor"];
+  if (m.contains("floor_us")) out["floor_us"] = m["floor_us"];
+  return out;
+}
+
+std::string header_note(const ExportCandidate& c, const std::string& format) {
+  std::string n = "// kiln export (" + format + ") of " + c.target.name + ", " + std::string(dtype_name(c.dtype)) + ", " +
+                  c.backend + (c.arch.empty() ? "" : " " + c.arch) + ".\n";
+  n += "// Kernel: " + std::string(c.is_template ? "template " : "seed ") + c.kernel_name +
+       (c.params.empty() ? "" : " with " + params_text(c.params)) + "\n";
+  if (!c.candidate_id.empty()) n += "// Candidate " + c.candidate_id + "\n";
+  if (!c.gpu_model.empty()) n += "// Searched on " + c.gpu_model + "\n";
+  n += "// Written by kiln " KILN_VERSION " (" KILN_GIT_COMMIT "). The verification record is kiln-export.json;\n"
+       "// `kiln verify <this folder>` re-runs the five verification stages and the timing here.\n";
+  return n;
+}
+
+Status write_export(const std::string& dir, const ExportCandidate& c, const std::string& format,
+                    const std::vector<ExportFile>& files, const nlohmann::json& verified_here) {
+  const fs::path root(dir);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) return unavailable("creating " + dir + ": " + ec.message());
+  nlohmann::json listed = nlohmann::json::object();
+  for (const auto& f : files) {
+    KILN_RETURN_IF_ERROR(write_text(root / f.name, f.text));
+    listed[f.name] = sha256_hex(f.text);
+  }
+  KILN_RETURN_IF_ERROR(write_text(root / kernel_file(c), c.source));
+  // The target's folder as it was loaded (its spec hash is checked on verify).
+  fs::remove_all(root / "target", ec);
+  fs::copy(c.target.dir, root / "target", fs::copy_options::recursive, ec);
+  if (ec) return unavailable("copying the target folder " + c.target.dir + ": " + ec.message());
+  nlohmann::json record = {
+      {"kiln_export", 1},
+      {"format", format},
+      {"target", c.target.name},
+      {"spec_hash", c.target.spec_hash},
+      {"backend", c.backend},
+      {"dtype", std::string(dtype_name(c.dtype))},
+      {"candidate_id", c.candidate_id},
+      {"kernel", {{"from", c.is_template ? "template" : "seed"}, {"name", c.kernel_name}, {"file", kernel_file(c)}}},
+      {"source_sha256", sha256_hex(c.source)},
+      {"params", c.params},
+      {"gpu_model", c.gpu_model},
+      {"arch", c.arch},
+      {"origin", c.origin},
+      {"search", evaluation_summary(c.search_result)},
+      {"verified_here", verified_here},
+      {"exported", {{"kiln_version", KILN_VERSION}, {"kiln_commit", KILN_GIT_COMMIT}, {"at", utc_now()}}},
+      {"files", listed}};
+  return write_text(root / kRecordFile, record.dump(2) + "\n");
+}
+
+Result<ExportFolder> read_export(const std::string& dir) {
+  const fs::path root(dir);
+  KILN_ASSIGN_OR_RETURN(std::string text, read_all(root / kRecordFile));
+  ExportFolder out;
+  out.record = nlohmann::json::parse(text, nullptr, false);
+  if (out.record.is_discarded() || !out.record.is_object() || !out.record.contains("kiln_export")) {
+    return invalid_argument((root / kRecordFile).string() + " is not a kiln export record");
+  }
+  const nlohmann::json& r = out.record;
+  ExportCandidate& c = out.candidate;
+  KILN_ASSIGN_OR_RETURN(c.target, load_target((root / "target").string()));
+  if (c.target.spec_hash != r.value("spec_hash", "")) {
+    return failed_precondition("the target in " + (root / "target").string() +
+                               " is not the one exported (its spec hash differs from the record's)");
+  }
+  c.backend = r.value("backend", "");
+  if (!c.target.backend(c.backend)) return invalid_argument("the record names a backend the target lacks: " + c.backend);
+  const nlohmann::json k = r.value("kernel", nlohmann::json::object());
+  c.is_template = k.value("from", "") == "template";
+  if (c.is_template && !c.target.backend(c.backend)->tunable) return invalid_argument("the record names a template the target lacks");
+  c.kernel_name = k.value("name", "");
+  KILN_ASSIGN_OR_RETURN(c.source, read_all(root / k.value("file", "")));
+  if (sha256_hex(c.source) != r.value("source_sha256", "")) {
+    return failed_precondition((root / k.value("file", "")).string() +
+                               " is not the kernel text kiln exported (its sha256 differs from the record's)");
+  }
+  const nlohmann::json params = r.value("params", nlohmann::json::object());
+  for (const auto& [key, v] : params.items()) {
+    if (v.is_string()) c.params[key] = v.get<std::string>();
+  }
+  KILN_ASSIGN_OR_RETURN(c.dtype, parse_dtype(r.value("dtype", "")));
+  c.candidate_id = r.value("candidate_id", "");
+  c.gpu_model = r.value("gpu_model", "");
+  c.arch = r.value("arch", "");
+  c.origin = dir;
+  const nlohmann::json files = r.value("files", nlohmann::json::object());
+  for (const auto& [name, hash] : files.items()) {
+    Result<std::string> now = read_all(root / name);
+    if (!now.is_ok() || !hash.is_string() || sha256_hex(*now) != hash.get<std::string>()) out.changed_files.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace kiln::exporter
