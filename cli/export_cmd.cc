@@ -53,7 +53,9 @@ Result<exporter::ExportCandidate> from_target(const ExportArgs& a) {
   KILN_ASSIGN_OR_RETURN(c.target, load_target(dir));
   c.backend = a.backend.empty() ? (c.target.backend("cuda") ? "cuda" : "cpu") : a.backend;
   const BackendSpec* b = c.target.backend(c.backend);
-  if (!b) return failed_precondition("target '" + a.target + "' has no kernels for the " + c.backend + " backend");
+  if (!b)
+    return failed_precondition("target '" + a.target + "' has no kernels for the " + c.backend +
+                               " backend");
   c.dtype = b->dtypes.front();
   if (!a.dtype.empty()) {
     KILN_ASSIGN_OR_RETURN(c.dtype, parse_dtype(a.dtype));
@@ -62,7 +64,8 @@ Result<exporter::ExportCandidate> from_target(const ExportArgs& a) {
   CandidateArgs ca;
   ca.use_template = a.use_template || !params.empty();
   ca.params = params;
-  KILN_ASSIGN_OR_RETURN(CandidateChoice choice, choose_candidate(*b, ca, c.target.benchmark_for(c.backend), c.dtype));
+  KILN_ASSIGN_OR_RETURN(CandidateChoice choice,
+                        choose_candidate(*b, ca, c.target.benchmark_for(c.backend), c.dtype));
   c.is_template = choice.geometry == "template";
   c.source = choice.candidate.source;
   c.kernel_name = choice.candidate.kernel_name;
@@ -77,10 +80,12 @@ Result<exporter::ExportCandidate> from_target(const ExportArgs& a) {
 }
 
 Result<exporter::ExportCandidate> find_candidate(const ExportArgs& a) {
-  const int sources = (a.out.empty() ? 0 : 1) + (a.redis.empty() ? 0 : 1) + ((a.seed || a.use_template || !a.params.empty()) ? 1 : 0);
+  const int sources = (a.out.empty() ? 0 : 1) + (a.redis.empty() ? 0 : 1) +
+                      ((a.seed || a.use_template || !a.params.empty()) ? 1 : 0);
   if (sources != 1) {
-    return invalid_argument("say where the kernel comes from: a run's --out folder, a run's --redis, or the "
-                            "target's own --seed / --template [--params]");
+    return invalid_argument(
+        "say where the kernel comes from: a run's --out folder, a run's --redis, or the "
+        "target's own --seed / --template [--params]");
   }
   exporter::RunSelection sel{a.target, a.gpu_model, a.candidate, local_gpu_model(a.gpu)};
   if (!a.out.empty()) {
@@ -98,7 +103,8 @@ Result<exporter::ExportCandidate> find_candidate(const ExportArgs& a) {
   }
   if (!a.redis.empty()) {
     KILN_ASSIGN_OR_RETURN(redis::RedisOptions o, redis::parse_redis_url(a.redis));
-    if (!a.redis_password_file.empty()) KILN_RETURN_IF_ERROR(apply_redis_password_file(a.redis_password_file, o));
+    if (!a.redis_password_file.empty())
+      KILN_RETURN_IF_ERROR(apply_redis_password_file(a.redis_password_file, o));
     o.connect_timeout_ms = 2000;
     o.max_reconnect_attempts = 1;
     KILN_ASSIGN_OR_RETURN(redis::RedisClient client, redis::RedisClient::connect(o));
@@ -107,12 +113,14 @@ Result<exporter::ExportCandidate> find_candidate(const ExportArgs& a) {
   return from_target(a);
 }
 
-Result<std::vector<exporter::ExportFile>> render(const exporter::ExportCandidate& c, const std::string& format) {
+Result<std::vector<exporter::ExportFile>> render(const exporter::ExportCandidate& c,
+                                                 const std::string& format) {
   const std::string note = exporter::header_note(c, format);
   if (format == "cuda" || format == "cpp") {
     if ((format == "cuda") != (c.backend == "cuda")) {
-      return invalid_argument("--format " + format + " is for kernels of the " + (format == "cuda" ? "cuda" : "cpu") +
-                              " backend; this one is " + c.backend + ": use --format " +
+      return invalid_argument("--format " + format + " is for kernels of the " +
+                              (format == "cuda" ? "cuda" : "cpu") + " backend; this one is " +
+                              c.backend + ": use --format " +
                               (c.backend == "cuda" ? "cuda" : "cpp"));
     }
     return exporter::source_export(c, note);
@@ -136,7 +144,8 @@ int run_export(const ExportArgs& a) {
     if (!d.is_ok()) return fail(d.status().message(), 2);
     const auto& dts = c.target.backend(c.backend)->dtypes;
     if (std::find(dts.begin(), dts.end(), *d) == dts.end()) {
-      return fail("the " + c.backend + " kernels of " + c.target.name + " do not support " + a.dtype, 2);
+      return fail(
+          "the " + c.backend + " kernels of " + c.target.name + " do not support " + a.dtype, 2);
     }
     c.dtype = *d;
   }
@@ -147,20 +156,25 @@ int run_export(const ExportArgs& a) {
 
   std::printf("kiln export: %s (%s, %s) %s%s%s from %s\n", c.target.name.c_str(), c.backend.c_str(),
               std::string(dtype_name(c.dtype)).c_str(), c.is_template ? "template " : "seed ",
-              exporter::params_text(c.params).c_str(), c.candidate_id.empty() ? "" : (", candidate " + c.candidate_id.substr(0, 12)).c_str(),
+              exporter::params_text(c.params).c_str(),
+              c.candidate_id.empty() ? "" : (", candidate " + c.candidate_id.substr(0, 12)).c_str(),
               c.origin.c_str());
   nlohmann::json here;
   const std::string unavailable = backend_unavailable_here(c.backend);
   if (a.no_verify || !unavailable.empty()) {
     const std::string why = a.no_verify ? "--no-verify" : unavailable;
     if (format == "gpumode" && !a.no_verify) {
-      return fail("a submission is verified on every shape of the task before it is written, and " + why +
-                  "; run the export on a machine with the GPU, or pass --no-verify to write it unverified", 1);
+      return fail("a submission is verified on every shape of the task before it is written, and " +
+                      why +
+                      "; run the export on a machine with the GPU, or pass --no-verify to write it "
+                      "unverified",
+                  1);
     }
     std::printf("  not verified here (%s); the record keeps the run's verification\n", why.c_str());
     here = {{"skipped", why}};
   } else {
-    std::printf("  verifying here (five stages at every shape the target lists, then the timing):\n");
+    std::printf(
+        "  verifying here (five stages at every shape the target lists, then the timing):\n");
     LocalEvalOptions o;
     o.gpu = a.gpu;
     o.progress = [](const std::string& line) {
@@ -181,17 +195,20 @@ int run_export(const ExportArgs& a) {
     here["arch"] = ev->arch;
     here["tools"] = ev->tools;
   }
-  if (Status w = exporter::write_export(to, c, format, *files, here); !w.is_ok()) return fail(w.message(), 1);
+  if (Status w = exporter::write_export(to, c, format, *files, here); !w.is_ok())
+    return fail(w.message(), 1);
   std::printf("wrote %s/:", to.c_str());
   for (const auto& f : *files) std::printf(" %s", f.name.c_str());
   std::printf(" %s kernel/ target/\n", exporter::kRecordFile);
   if (format == "torch") {
-    std::printf("use it: sys.path.insert(0, \"%s\"); from %s import %s\n", to.c_str(), c.target.name.c_str(),
-                c.target.name.c_str());
+    std::printf("use it: sys.path.insert(0, \"%s\"); from %s import %s\n", to.c_str(),
+                c.target.name.c_str(), c.target.name.c_str());
   } else if (format == "gpumode") {
-    std::printf("submit %s/submission.py to the %s leaderboard\n", to.c_str(), c.target.leaderboard->task.c_str());
+    std::printf("submit %s/submission.py to the %s leaderboard\n", to.c_str(),
+                c.target.leaderboard->task.c_str());
   } else if (format == "cuda" || format == "cpp") {
-    std::printf("build it: include(%s/%s.cmake) in your CMakeLists.txt\n", to.c_str(), c.target.name.c_str());
+    std::printf("build it: include(%s/%s.cmake) in your CMakeLists.txt\n", to.c_str(),
+                c.target.name.c_str());
   }
   std::printf("re-check it anywhere: kiln verify %s\n", to.c_str());
   return 0;
@@ -219,16 +236,22 @@ void add_export_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--out", a->out, "The run's output folder (kiln run --out)");
   sub->add_option("--redis", a->redis, "The run's Redis (redis://host:port or unix:///path)");
   add_redis_password_option(sub, a->redis_password_file);
-  sub->add_option("--gpu-model", a->gpu_model,
-                  "Which population of a run searched on several GPU models (default: the only one,\n"
-                  "or this machine's GPU)");
+  sub->add_option(
+      "--gpu-model", a->gpu_model,
+      "Which population of a run searched on several GPU models (default: the only one,\n"
+      "or this machine's GPU)");
   sub->add_option("--candidate", a->candidate, "A candidate id of the run (default: the best)");
   sub->add_flag("--seed", a->seed, "Export the target's seed kernel (no run needed)");
   sub->add_flag("--template", a->use_template, "Export the target's template (no run needed)");
-  sub->add_option("--params", a->params, "Template parameters for --template, e.g. BLOCK=256,VEC=8");
-  sub->add_option("--backend", a->backend, "For --seed/--template: cuda or cpu (default: cuda where the target has it)");
-  sub->add_option("--dtype", a->dtype, "Element type to export (default: the one the search verified and timed)");
-  sub->add_option("--format", a->format, "cuda, cpp, torch, gpumode or kernelbench (default: cuda, or cpp for cpu kernels)")
+  sub->add_option("--params", a->params,
+                  "Template parameters for --template, e.g. BLOCK=256,VEC=8");
+  sub->add_option("--backend", a->backend,
+                  "For --seed/--template: cuda or cpu (default: cuda where the target has it)");
+  sub->add_option("--dtype", a->dtype,
+                  "Element type to export (default: the one the search verified and timed)");
+  sub->add_option(
+         "--format", a->format,
+         "cuda, cpp, torch, gpumode or kernelbench (default: cuda, or cpp for cpu kernels)")
       ->check(CLI::IsMember({"cuda", "cpp", "torch", "gpumode", "kernelbench"}));
   sub->add_option("--to", a->to, "Folder to write (default: ./<target>-<format>)");
   sub->add_flag("--no-verify", a->no_verify, "Write without verifying the kernel here first");

@@ -3,9 +3,8 @@
 // re-runs that record on this machine. docs/export.md.
 #pragma once
 
-#include <functional>
-
 #include <CLI/CLI.hpp>
+#include <functional>
 
 namespace kiln::cli {
 

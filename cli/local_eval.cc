@@ -29,7 +29,8 @@ Result<LocalEval> evaluate_here(const TargetSpec& target, const std::string& bac
   options.gpu = o.gpu;
   options.time = o.time;
   options.benchmark_override = o.benchmark_override;
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<eval::Toolchain> tc, eval::Toolchain::create(backend, options.cache_dir));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<eval::Toolchain> tc,
+                        eval::Toolchain::create(backend, options.cache_dir));
   if (options.time) {
     eval::SandboxOptions so{options.kiln_binary, backend, options.gpu, 0};
     KILN_ASSIGN_OR_RETURN(eval::Ceilings ceil,

@@ -17,16 +17,16 @@ namespace kiln::cli {
 struct LocalEvalOptions {
   bool time = true;
   int gpu = 0;
-  std::string cache_dir;                  // "" = the default cache
+  std::string cache_dir;                    // "" = the default cache
   std::optional<Shape> benchmark_override;  // time at this shape instead of the backend's
-  eval::ProgressFn progress;              // stage lines, may be empty
+  eval::ProgressFn progress;                // stage lines, may be empty
 };
 
 struct LocalEval {
   proto::EvaluationResult result;
-  std::string device;     // "NVIDIA H100 80GB HBM3", "cpu (...)"
-  std::string arch;       // "sm_90a", "cpu"
-  nlohmann::json tools;   // kiln version and commit, NVRTC, driver, compiler
+  std::string device;    // "NVIDIA H100 80GB HBM3", "cpu (...)"
+  std::string arch;      // "sm_90a", "cpu"
+  nlohmann::json tools;  // kiln version and commit, NVRTC, driver, compiler
 };
 
 // Whether this machine can evaluate on `backend` (cpu: always; cuda: a driver, NVRTC and a GPU),

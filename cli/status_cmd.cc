@@ -65,7 +65,9 @@ std::string backend_of(const StatusArgs& a, const std::string& redis_url) {
     o.url = redis_url;
     o.connect_timeout_ms = 1000;
     o.max_reconnect_attempts = 1;
-    if (!a.redis_password_file.empty() && !apply_redis_password_file(a.redis_password_file, o).is_ok()) return "";
+    if (!a.redis_password_file.empty() &&
+        !apply_redis_password_file(a.redis_password_file, o).is_ok())
+      return "";
     Result<redis::RedisClient> client = redis::RedisClient::connect(o);
     if (!client.is_ok()) return "";
     redis::Store store(*client);
@@ -108,7 +110,8 @@ int run_status(const StatusArgs& a) {
   }
   std::printf("from %s\n", source.c_str());
   print_status_table(*reports, stdout);
-  print_winners(*reports, a.redis.empty() ? "--out " + shell_quote(a.out) : "--redis " + shell_quote(a.redis),
+  print_winners(*reports,
+                a.redis.empty() ? "--out " + shell_quote(a.out) : "--redis " + shell_quote(a.redis),
                 backend_of(a, redis_url), stdout);
   return 0;
 }

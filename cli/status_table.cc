@@ -1,10 +1,10 @@
 // See status_table.h.
 #include "cli/status_table.h"
 
-#include "cli/resume_command.h"
-
 #include <algorithm>
 #include <cstdlib>
+
+#include "cli/resume_command.h"
 
 namespace kiln::cli {
 namespace {
@@ -50,18 +50,21 @@ void print_status_table(const std::vector<coordinator::TargetReport>& reports, F
   }
 }
 
-void print_winners(const std::vector<coordinator::TargetReport>& reports, const std::string& run_option,
-                   const std::string& backend, FILE* to) {
+void print_winners(const std::vector<coordinator::TargetReport>& reports,
+                   const std::string& run_option, const std::string& backend, FILE* to) {
   bool any = false;
   for (const auto& r : reports) {
     if (r.best_id.empty()) continue;
-    if (!any) std::fprintf(to, "\nwinning configurations (export one with the command below it):\n");
+    if (!any)
+      std::fprintf(to, "\nwinning configurations (export one with the command below it):\n");
     any = true;
     std::fprintf(to, "  %s: %s, candidate %s\n", table_label(r).c_str(), r.best_label.c_str(),
                  r.best_id.substr(0, 12).c_str());
     std::string cmd = "kiln export " + r.target + " " + run_option;
     if (!r.gpu_model.empty()) cmd += " --gpu-model " + shell_quote(r.gpu_model);
-    const char* formats = backend == "cpu" ? "cpp|torch" : backend == "cuda" ? "cuda|torch|kernelbench" : "cuda|cpp|torch";
+    const char* formats = backend == "cpu"    ? "cpp|torch"
+                          : backend == "cuda" ? "cuda|torch|kernelbench"
+                                              : "cuda|cpp|torch";
     std::fprintf(to, "    %s --format %s\n", cmd.c_str(), formats);
   }
 }

@@ -22,8 +22,8 @@ void print_status_table(const std::vector<coordinator::TargetReport>& reports, F
 // Each target's winning configuration and the `kiln export` command that writes it out;
 // `run_option` names the run ("--out DIR" or "--redis URL"), `backend` picks the formats shown
 // ("" when unknown).
-void print_winners(const std::vector<coordinator::TargetReport>& reports, const std::string& run_option,
-                   const std::string& backend, FILE* to);
+void print_winners(const std::vector<coordinator::TargetReport>& reports,
+                   const std::string& run_option, const std::string& backend, FILE* to);
 
 // One target's standing on one line, for logs: "reduce: searching; 12 evals (1 failed), 3 kept;
 // seed 100.00 us, best 50.00 us (2.00x), 80% of the floor".

@@ -26,9 +26,11 @@ struct VerifyArgs {
 // search's GPU model is this one), or null.
 nlohmann::json comparable_timing(const nlohmann::json& record, const std::string& device) {
   const nlohmann::json here = record.value("verified_here", nlohmann::json::object());
-  if (here.is_object() && here.value("device", "") == device && here.contains("timing")) return here["timing"];
+  if (here.is_object() && here.value("device", "") == device && here.contains("timing"))
+    return here["timing"];
   const nlohmann::json search = record.value("search", nlohmann::json::object());
-  if (search.is_object() && !device.empty() && search.value("gpu_model", "") == device && search.contains("timing")) {
+  if (search.is_object() && !device.empty() && search.value("gpu_model", "") == device &&
+      search.contains("timing")) {
     return search["timing"];
   }
   return nlohmann::json();
@@ -43,11 +45,14 @@ int run_verify(const VerifyArgs& a) {
   if (!folder.is_ok()) return fail(folder.status().message(), 2);
   const exporter::ExportCandidate& c = folder->candidate;
   FILE* progress = a.json ? stderr : stdout;
-  std::fprintf(progress, "kiln verify %s: %s (%s, %s) %s %s\n", a.dir.c_str(), c.target.name.c_str(), c.backend.c_str(),
-               std::string(dtype_name(c.dtype)).c_str(), c.is_template ? "template" : "seed",
-               exporter::params_text(c.params).c_str());
+  std::fprintf(progress, "kiln verify %s: %s (%s, %s) %s %s\n", a.dir.c_str(),
+               c.target.name.c_str(), c.backend.c_str(), std::string(dtype_name(c.dtype)).c_str(),
+               c.is_template ? "template" : "seed", exporter::params_text(c.params).c_str());
   for (const auto& f : folder->changed_files) {
-    std::fprintf(progress, "  note: %s differs from what kiln exported; this checks the kernel of the record\n", f.c_str());
+    std::fprintf(
+        progress,
+        "  note: %s differs from what kiln exported; this checks the kernel of the record\n",
+        f.c_str());
   }
   if (std::string why = backend_unavailable_here(c.backend); !why.empty()) {
     return fail("cannot evaluate " + c.backend + " kernels here: " + why, 2);
@@ -72,28 +77,33 @@ int run_verify(const VerifyArgs& a) {
   if (verified && then.is_object() && then.value("median_us", 0.0) > 0) {
     // Within noise: the larger of 5% and three times the two sets' relative IQRs together.
     ratio = median / then.value("median_us", 1.0);
-    allowed = std::max(0.05, 3 * (then.value("noise_rel", 0.0) + now["timing"].value("noise_rel", 0.0)));
+    allowed =
+        std::max(0.05, 3 * (then.value("noise_rel", 0.0) + now["timing"].value("noise_rel", 0.0)));
     const bool close = std::fabs(ratio - 1) <= allowed;
     char buf[256];
-    std::snprintf(buf, sizeof buf, "median %.2f us against the record's %.2f us (%+.1f%%, noise allows %.1f%%)", median,
-                  then.value("median_us", 0.0), 100 * (ratio - 1), 100 * allowed);
+    std::snprintf(buf, sizeof buf,
+                  "median %.2f us against the record's %.2f us (%+.1f%%, noise allows %.1f%%)",
+                  median, then.value("median_us", 0.0), 100 * (ratio - 1), 100 * allowed);
     timing_note = buf;
     if (!close) verdict = "disagrees";
   } else if (verified) {
     char buf[256];
-    std::snprintf(buf, sizeof buf, "median %.2f us on %s; the record has no timing on this device model to compare with",
-                  median, ev->device.c_str());
+    std::snprintf(
+        buf, sizeof buf,
+        "median %.2f us on %s; the record has no timing on this device model to compare with",
+        median, ev->device.c_str());
     timing_note = buf;
   }
   if (a.json) {
-    nlohmann::json out = {{"verdict", verdict},      {"device", ev->device},   {"arch", ev->arch},
-                          {"evaluation", now},      {"record_timing", then},  {"ratio", ratio},
-                          {"allowed", allowed},     {"changed_files", folder->changed_files},
+    nlohmann::json out = {{"verdict", verdict},    {"device", ev->device},
+                          {"arch", ev->arch},      {"evaluation", now},
+                          {"record_timing", then}, {"ratio", ratio},
+                          {"allowed", allowed},    {"changed_files", folder->changed_files},
                           {"tools", ev->tools}};
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("result: %s on %s (%s)\n", proto::outcome_name(ev->result.outcome).c_str(), ev->device.c_str(),
-                ev->arch.c_str());
+    std::printf("result: %s on %s (%s)\n", proto::outcome_name(ev->result.outcome).c_str(),
+                ev->device.c_str(), ev->arch.c_str());
     for (const auto& s : ev->result.stages) {
       if (!s.passed) std::printf("  %s FAILED: %s\n", s.name.c_str(), s.detail.c_str());
     }

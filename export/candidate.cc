@@ -44,7 +44,8 @@ Result<std::string> pick_unit(const std::vector<std::string>& units, const RunSe
                              "; name one with --gpu-model (populations:" + have + ")");
 }
 
-Result<std::map<std::string, std::string>> params_from_json(const nlohmann::json& j, const std::string& what) {
+Result<std::map<std::string, std::string>> params_from_json(const nlohmann::json& j,
+                                                            const std::string& what) {
   std::map<std::string, std::string> out;
   if (j.is_null()) return out;
   if (!j.is_object()) return data_loss(what + ": params is not an object");
@@ -57,7 +58,8 @@ Result<std::map<std::string, std::string>> params_from_json(const nlohmann::json
 // Fills the parts that follow from the target: kind of geometry, kernel name, dtype.
 Status complete(ExportCandidate& c, const std::string& dtype_text) {
   const BackendSpec* b = c.target.backend(c.backend);
-  if (!b) return failed_precondition("target '" + c.target.name + "' has no " + c.backend + " kernels");
+  if (!b)
+    return failed_precondition("target '" + c.target.name + "' has no " + c.backend + " kernels");
   // Template configurations carry the template's parameters; the seed and its rewrites none (or
   // only the seed's fixed defines).
   c.is_template = false;
@@ -77,9 +79,10 @@ Result<TargetSpec> load_checked(const std::string& targets_dirs, const std::stri
   KILN_ASSIGN_OR_RETURN(std::string dir, find_target(targets_dirs, name));
   KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_target(dir));
   if (!recorded_hash.empty() && recorded_hash != spec.spec_hash) {
-    return failed_precondition("the target '" + name + "' in " + dir +
-                               " is not the one the run searched (its spec hash differs from the one " +
-                               where + " recorded): point --targets-dir at the folder the run used");
+    return failed_precondition(
+        "the target '" + name + "' in " + dir +
+        " is not the one the run searched (its spec hash differs from the one " + where +
+        " recorded): point --targets-dir at the folder the run used");
   }
   return spec;
 }
@@ -101,13 +104,16 @@ Result<ExportCandidate> from_run_folder(const std::string& out, const RunSelecti
                                         const std::string& targets_dirs) {
   const fs::path best_dir = fs::path(out) / "best";
   if (!fs::is_directory(best_dir)) {
-    return not_found(out + " has no best/ folder: is it a `kiln run --out` folder of a run that has ended? "
-                           "(for a running one, pass its --redis)");
+    return not_found(
+        out +
+        " has no best/ folder: is it a `kiln run --out` folder of a run that has ended? "
+        "(for a running one, pass its --redis)");
   }
   std::vector<std::string> units;
   for (const auto& e : fs::directory_iterator(best_dir)) {
     const std::string stem = e.path().stem().string();
-    if (e.path().extension() == ".json" && (stem == sel.target || stem.rfind(sel.target + "@", 0) == 0)) {
+    if (e.path().extension() == ".json" &&
+        (stem == sel.target || stem.rfind(sel.target + "@", 0) == 0)) {
       units.push_back(stem);
     }
   }
@@ -115,39 +121,48 @@ Result<ExportCandidate> from_run_folder(const std::string& out, const RunSelecti
   KILN_ASSIGN_OR_RETURN(std::string unit, pick_unit(units, sel, out));
   const std::string best_path = (best_dir / (unit + ".json")).string();
   nlohmann::json best = nlohmann::json::parse(std::ifstream(best_path), nullptr, false);
-  if (best.is_discarded() || !best.is_object()) return data_loss(best_path + " is not a JSON object");
+  if (best.is_discarded() || !best.is_object())
+    return data_loss(best_path + " is not a JSON object");
 
   ExportCandidate c;
   c.backend = best.value("backend", "");
   c.gpu_model = best.value("gpu_model", "");
-  KILN_ASSIGN_OR_RETURN(c.target, load_checked(targets_dirs, sel.target, best.value("spec_hash", ""), best_path));
+  KILN_ASSIGN_OR_RETURN(
+      c.target, load_checked(targets_dirs, sel.target, best.value("spec_hash", ""), best_path));
   const std::string best_id = best.value("best_id", "");
   if (sel.candidate_id.empty() || best_id.rfind(sel.candidate_id, 0) == 0) {
     c.candidate_id = best_id;
     c.source = best.value("source", "");
-    KILN_ASSIGN_OR_RETURN(c.params, params_from_json(best.value("params", nlohmann::json()), best_path));
+    KILN_ASSIGN_OR_RETURN(c.params,
+                          params_from_json(best.value("params", nlohmann::json()), best_path));
     c.search_result = best.value("verification", nlohmann::json());
     c.origin = best_path;
   } else {
     // Another candidate: its verified row in results.jsonl.
-    if (sel.candidate_id.size() < 8) return invalid_argument("--candidate: give at least 8 hex digits of the id");
+    if (sel.candidate_id.size() < 8)
+      return invalid_argument("--candidate: give at least 8 hex digits of the id");
     const std::string rows_path = (fs::path(out) / "results.jsonl").string();
     std::ifstream rows(rows_path);
     std::string line;
     nlohmann::json found;
     while (std::getline(rows, line)) {
       nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-      if (!row.is_object() || row.value("candidate_id", "").rfind(sel.candidate_id, 0) != 0) continue;
-      if (row.value("target", "") != sel.target || row.value("gpu_model", "") != c.gpu_model) continue;
+      if (!row.is_object() || row.value("candidate_id", "").rfind(sel.candidate_id, 0) != 0)
+        continue;
+      if (row.value("target", "") != sel.target || row.value("gpu_model", "") != c.gpu_model)
+        continue;
       if (row.value("outcome", "") == "verified") found = row;
     }
     if (found.is_null()) {
-      return not_found("no verified result of candidate " + sel.candidate_id + " for " + unit + " in " + rows_path);
+      return not_found("no verified result of candidate " + sel.candidate_id + " for " + unit +
+                       " in " + rows_path);
     }
     c.candidate_id = found.value("candidate_id", "");
-    KILN_ASSIGN_OR_RETURN(c.params, params_from_json(found.value("params", nlohmann::json()), rows_path));
+    KILN_ASSIGN_OR_RETURN(c.params,
+                          params_from_json(found.value("params", nlohmann::json()), rows_path));
     const BackendSpec* b = c.target.backend(c.backend);
-    if (!b) return failed_precondition("target '" + sel.target + "' has no " + c.backend + " kernels");
+    if (!b)
+      return failed_precondition("target '" + sel.target + "' has no " + c.backend + " kernels");
     bool templ = false;
     if (b->tunable) {
       for (const auto& [name, values] : b->tunable->space) templ |= c.params.count(name) > 0;
@@ -155,9 +170,10 @@ Result<ExportCandidate> from_run_folder(const std::string& out, const RunSelecti
     c.source = templ ? b->tunable->source : b->seed.source;
     // A kernel text an agent wrote is not in the folder, only its hash.
     if (found.value("source_sha256", "") != sha256_hex(c.source)) {
-      return failed_precondition("candidate " + sel.candidate_id +
-                                 " is a kernel text an agent wrote; its text is in the run's Redis only: "
-                                 "export it with --redis while the run's Redis is up");
+      return failed_precondition(
+          "candidate " + sel.candidate_id +
+          " is a kernel text an agent wrote; its text is in the run's Redis only: "
+          "export it with --redis while the run's Redis is up");
     }
     c.search_result = found;
     c.origin = rows_path;
@@ -190,7 +206,8 @@ Result<ExportCandidate> from_redis(redis::RedisClient& client, const RunSelectio
   c.gpu_model = get("gpu_model");
   KILN_ASSIGN_OR_RETURN(auto run, store.get_run());
   c.backend = run.count("backend") ? run.at("backend") : "";
-  KILN_ASSIGN_OR_RETURN(c.target, load_checked(targets_dirs, sel.target, get("spec_hash"), "the run's Redis"));
+  KILN_ASSIGN_OR_RETURN(
+      c.target, load_checked(targets_dirs, sel.target, get("spec_hash"), "the run's Redis"));
   std::string id = sel.candidate_id.empty() ? get("best_id") : sel.candidate_id;
   if (id.empty()) return not_found("'" + unit + "' has no verified kernel yet in the run's Redis");
   KILN_ASSIGN_OR_RETURN(std::optional<redis::CandidateRecord> rec, store.get_candidate(id));
@@ -199,7 +216,8 @@ Result<ExportCandidate> from_redis(redis::RedisClient& client, const RunSelectio
   if (!source) return data_loss("the run's Redis has no text for candidate " + id);
   c.source = *source;
   c.candidate_id = id;
-  nlohmann::json params = nlohmann::json::parse(rec->params.empty() ? "{}" : rec->params, nullptr, false);
+  nlohmann::json params =
+      nlohmann::json::parse(rec->params.empty() ? "{}" : rec->params, nullptr, false);
   KILN_ASSIGN_OR_RETURN(c.params, params_from_json(params, "kiln:cand:" + id));
   KILN_ASSIGN_OR_RETURN(auto results, store.find_results(id));
   for (const auto& [arch, bytes] : results) {
@@ -211,7 +229,8 @@ Result<ExportCandidate> from_redis(redis::RedisClient& client, const RunSelectio
       c.arch = r->arch;
     }
   }
-  if (c.search_result.is_null()) return not_found("candidate " + id + " has no verified result in the run's Redis");
+  if (c.search_result.is_null())
+    return not_found("candidate " + id + " has no verified result in the run's Redis");
   c.origin = "redis " + unit;
   KILN_RETURN_IF_ERROR(complete(c, ""));
   return c;

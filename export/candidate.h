@@ -17,15 +17,15 @@ namespace kiln::exporter {
 
 struct ExportCandidate {
   TargetSpec target;
-  std::string backend;     // "cuda" or "cpu"
+  std::string backend;       // "cuda" or "cpu"
   bool is_template = false;  // launch geometry: the template's (else the seed's)
-  std::string source;      // the kernel text as evaluated (no prelude)
+  std::string source;        // the kernel text as evaluated (no prelude)
   std::string kernel_name;
   std::map<std::string, std::string> params;  // every -D macro of the evaluation
   DType dtype = DType::kF32;
-  std::string candidate_id;  // "" when named directly and never evaluated
-  std::string gpu_model;     // the population it won in ("" any)
-  std::string arch;          // of the evaluation that verified it ("sm_90a", "cpu"; "" unknown)
+  std::string candidate_id;      // "" when named directly and never evaluated
+  std::string gpu_model;         // the population it won in ("" any)
+  std::string arch;              // of the evaluation that verified it ("sm_90a", "cpu"; "" unknown)
   nlohmann::json search_result;  // the run's verified result (result_to_json), null if none
   std::string origin;            // where it was found, for the record and messages
 
@@ -36,8 +36,8 @@ struct ExportCandidate {
 // least 8 hex digits is enough); the default is the target's best.
 struct RunSelection {
   std::string target;
-  std::string gpu_model;     // "" = the only population of the target, or this machine's GPU
-  std::string candidate_id;  // "" = the best
+  std::string gpu_model;        // "" = the only population of the target, or this machine's GPU
+  std::string candidate_id;     // "" = the best
   std::string local_gpu_model;  // this machine's GPU model, to choose between populations
 };
 

@@ -170,7 +170,8 @@ class Parser {
       return "(" + e + ")";
     }
     if (tok.kind != Token::kName) {
-      return invalid_argument(tok.kind == Token::kEnd ? "unexpected end" : "unexpected '" + tok.text + "'");
+      return invalid_argument(tok.kind == Token::kEnd ? "unexpected end"
+                                                      : "unexpected '" + tok.text + "'");
     }
     ++pos_;
     if (!take("(")) {
@@ -193,13 +194,16 @@ class Parser {
   Result<std::string> call(const std::string& f, const std::vector<std::string>& args) {
     // muparser's own functions (its log is the natural one, its rint rounds halves up) and kiln's.
     static const std::map<std::string, std::string> kUnary = {
-        {"sin", "std::sin"},   {"cos", "std::cos"},     {"tan", "std::tan"},     {"asin", "std::asin"},
-        {"acos", "std::acos"}, {"atan", "std::atan"},   {"sinh", "std::sinh"},   {"cosh", "std::cosh"},
-        {"tanh", "std::tanh"}, {"asinh", "std::asinh"}, {"acosh", "std::acosh"}, {"atanh", "std::atanh"},
-        {"log2", "std::log2"}, {"log10", "std::log10"}, {"log", "std::log"},   {"ln", "std::log"},
-        {"exp", "std::exp"},   {"sqrt", "std::sqrt"},   {"rint", "kiln_rint"},   {"abs", "std::fabs"},
-        {"sign", "kiln_sign"}, {"pow2", "kiln_pow2"}};
-    static const std::map<std::string, std::string> kBinary = {{"cdiv", "kiln_cdiv"}, {"idiv", "kiln_idiv"}};
+        {"sin", "std::sin"},     {"cos", "std::cos"},     {"tan", "std::tan"},
+        {"asin", "std::asin"},   {"acos", "std::acos"},   {"atan", "std::atan"},
+        {"sinh", "std::sinh"},   {"cosh", "std::cosh"},   {"tanh", "std::tanh"},
+        {"asinh", "std::asinh"}, {"acosh", "std::acosh"}, {"atanh", "std::atanh"},
+        {"log2", "std::log2"},   {"log10", "std::log10"}, {"log", "std::log"},
+        {"ln", "std::log"},      {"exp", "std::exp"},     {"sqrt", "std::sqrt"},
+        {"rint", "kiln_rint"},   {"abs", "std::fabs"},    {"sign", "kiln_sign"},
+        {"pow2", "kiln_pow2"}};
+    static const std::map<std::string, std::string> kBinary = {{"cdiv", "kiln_cdiv"},
+                                                               {"idiv", "kiln_idiv"}};
     auto arity = [&](size_t n) -> Status {
       if (args.size() == n) return Status::ok();
       return invalid_argument(f + "() takes " + std::to_string(n) + " argument(s), not " +

@@ -16,8 +16,8 @@ namespace kiln::exporter {
 using CppNames = std::map<std::string, std::string>;
 
 // `expr` as one C++ expression of type double. The text uses kiln_cdiv, kiln_idiv, kiln_pow2,
-// kiln_min, kiln_max, kiln_rint and kiln_sign, which cpp_expr_helpers() defines. An unknown name, an unknown
-// function or a syntax error is INVALID_ARGUMENT naming the expression.
+// kiln_min, kiln_max, kiln_rint and kiln_sign, which cpp_expr_helpers() defines. An unknown name,
+// an unknown function or a syntax error is INVALID_ARGUMENT naming the expression.
 Result<std::string> expr_to_cpp(const std::string& expr, const CppNames& names);
 
 // The definitions the translated expressions call (static inline functions; <cmath> included),

@@ -26,7 +26,8 @@ std::string py_str(const std::string& s) {
 // A Python raw triple-quoted string holding `text` (kiln's texts never hold three quotes in a
 // row; refuse one that does rather than write a broken file).
 Result<std::string> py_block(const std::string& text) {
-  if (text.find("'''") != std::string::npos) return invalid_argument("the kernel text holds ''' and cannot be inlined");
+  if (text.find("'''") != std::string::npos)
+    return invalid_argument("the kernel text holds ''' and cannot be inlined");
   return "r'''" + text + "'''";
 }
 
@@ -63,7 +64,9 @@ std::string binding_function(const ExportCandidate& c) {
         break;
     }
   }
-  std::string b = "// Called by the Python wrapper, which has checked dtypes, shapes, devices and contiguity.\n";
+  std::string b =
+      "// Called by the Python wrapper, which has checked dtypes, shapes, devices and "
+      "contiguity.\n";
   b += "void kiln_launch(" + params + ") {\n  std::string why;\n";
   if (is_cuda(c)) {
     b += "  const at::cuda::OptionalCUDAGuard guard(" + first_tensor + ".device());\n";
@@ -106,7 +109,8 @@ std::string binding_includes(const ExportCandidate& c) {
 
 // The Python function `name`: checks, dims, outputs, scratch, then `launcher`(...) -- an
 // expression that yields the compiled extension's kiln_launch.
-std::string python_function(const ExportCandidate& c, const std::string& name, const std::string& launcher) {
+std::string python_function(const ExportCandidate& c, const std::string& name,
+                            const std::string& launcher) {
   const std::vector<LaunchArg> args = launch_args(c);
   const std::string device = is_cuda(c) ? "cuda" : "cpu";
   std::vector<std::string> inputs, outputs, keywords;
@@ -132,8 +136,8 @@ std::string python_function(const ExportCandidate& c, const std::string& name, c
     }
   }
   sig += "):\n";
-  std::string doc = "    \"\"\"kiln's " + c.target.name + " (" + std::string(dtype_name(c.dtype)) + "): " +
-                    c.target.description + ".\n\n    Inputs:";
+  std::string doc = "    \"\"\"kiln's " + c.target.name + " (" + std::string(dtype_name(c.dtype)) +
+                    "): " + c.target.description + ".\n\n    Inputs:";
   for (const auto& a : args) {
     if (a.kind != LaunchArg::Kind::kInput) continue;
     doc += " " + a.name + " [";
@@ -147,11 +151,12 @@ std::string python_function(const ExportCandidate& c, const std::string& name, c
     for (size_t i = 0; i < a.shape.size(); ++i) doc += (i ? ", " : "") + a.shape[i];
     doc += "] " + torch_dtype(a.dtype) + ";";
   }
-  doc += " pass an output as a keyword to write into it.\n    All tensors contiguous, on one " + device +
-         " device; the launch goes on the current stream.\n    \"\"\"\n";
+  doc += " pass an output as a keyword to write into it.\n    All tensors contiguous, on one " +
+         device + " device; the launch goes on the current stream.\n    \"\"\"\n";
   std::string body = "    dims = {}\n    device = None\n";
   auto check = [&](const LaunchArg& a, const std::string& what) {
-    std::string s = "    device = _check(" + py_str(what) + ", " + a.name + ", " + torch_dtype(a.dtype) + ", (";
+    std::string s =
+        "    device = _check(" + py_str(what) + ", " + a.name + ", " + torch_dtype(a.dtype) + ", (";
     for (const auto& d : a.shape) s += py_str(d) + ", ";
     return s + "), dims, device)\n";
   };
@@ -167,16 +172,19 @@ std::string python_function(const ExportCandidate& c, const std::string& name, c
     std::string shape = "(";
     for (const auto& d : a.shape) shape += "dims[" + py_str(d) + "], ";
     shape += ")";
-    body += "    if " + a.name + " is None:\n        " + a.name + " = torch.empty(" + shape + ", dtype=" +
-            torch_dtype(a.dtype) + ", device=device)\n    else:\n    " + check(a, a.name);
+    body += "    if " + a.name + " is None:\n        " + a.name + " = torch.empty(" + shape +
+            ", dtype=" + torch_dtype(a.dtype) + ", device=device)\n    else:\n    " +
+            check(a, a.name);
   }
   std::string call;
   for (const auto& a : args) {
     call += call.empty() ? "" : ", ";
     if (a.kind == LaunchArg::Kind::kScratch) {
       std::string numel;
-      for (const auto& d : a.shape) numel += (numel.empty() ? "" : " * ") + std::string("dims[") + py_str(d) + "]";
-      call += "_scratch(" + py_str(a.name) + ", device, " + torch_dtype(a.dtype) + ", " + (numel.empty() ? "1" : numel) + ")";
+      for (const auto& d : a.shape)
+        numel += (numel.empty() ? "" : " * ") + std::string("dims[") + py_str(d) + "]";
+      call += "_scratch(" + py_str(a.name) + ", device, " + torch_dtype(a.dtype) + ", " +
+              (numel.empty() ? "1" : numel) + ")";
     } else if (a.kind == LaunchArg::Kind::kDim) {
       call += "dims[" + py_str(a.name) + "]";
     } else if (a.kind == LaunchArg::Kind::kScalar) {
@@ -205,22 +213,38 @@ std::string python_helpers(const ExportCandidate& c) {
   std::string s = "_SCRATCH = {}\n\n\n";
   s += "def _check(name, t, dtype, dim_names, dims, device):\n"
        "    if not isinstance(t, torch.Tensor):\n"
-       "        raise TypeError(f\"" + c.target.name + ": {name} must be a torch.Tensor, not {type(t).__name__}\")\n"
+       "        raise TypeError(f\"" +
+       c.target.name +
+       ": {name} must be a torch.Tensor, not {type(t).__name__}\")\n"
        "    if t.dtype != dtype:\n"
-       "        raise TypeError(f\"" + c.target.name + ": {name} is {t.dtype}; this kernel was exported for {dtype} \"\n"
+       "        raise TypeError(f\"" +
+       c.target.name +
+       ": {name} is {t.dtype}; this kernel was exported for {dtype} \"\n"
        "                        f\"(export another dtype with kiln export --dtype)\")\n"
-       "    if t.device.type != \"" + device + "\":\n"
-       "        raise ValueError(f\"" + c.target.name + ": {name} is on {t.device}; this kernel runs on " + device + "\")\n"
+       "    if t.device.type != \"" +
+       device +
+       "\":\n"
+       "        raise ValueError(f\"" +
+       c.target.name + ": {name} is on {t.device}; this kernel runs on " + device +
+       "\")\n"
        "    if device is not None and t.device != device:\n"
-       "        raise ValueError(f\"" + c.target.name + ": {name} is on {t.device}, the other tensors on {device}\")\n"
+       "        raise ValueError(f\"" +
+       c.target.name +
+       ": {name} is on {t.device}, the other tensors on {device}\")\n"
        "    if t.dim() != len(dim_names):\n"
-       "        raise ValueError(f\"" + c.target.name + ": {name} has {t.dim()} dims, expected {len(dim_names)} \"\n"
+       "        raise ValueError(f\"" +
+       c.target.name +
+       ": {name} has {t.dim()} dims, expected {len(dim_names)} \"\n"
        "                         f\"[{', '.join(dim_names)}]\")\n"
        "    if not t.is_contiguous():\n"
-       "        raise ValueError(f\"" + c.target.name + ": {name} must be contiguous (call .contiguous())\")\n"
+       "        raise ValueError(f\"" +
+       c.target.name +
+       ": {name} must be contiguous (call .contiguous())\")\n"
        "    for i, d in enumerate(dim_names):\n"
        "        if d in dims and dims[d] != t.shape[i]:\n"
-       "            raise ValueError(f\"" + c.target.name + ": {name}.shape[{i}] is {t.shape[i]} but {d} is {dims[d]} \"\n"
+       "            raise ValueError(f\"" +
+       c.target.name +
+       ": {name}.shape[{i}] is {t.shape[i]} but {d} is {dims[d]} \"\n"
        "                             \"from the tensors before it\")\n"
        "        dims[d] = int(t.shape[i])\n"
        "    return t.device\n\n\n";
@@ -255,48 +279,72 @@ std::string module_name(const ExportCandidate& c) {
 
 std::string torch_dtype(DType dtype) {
   switch (dtype) {
-    case DType::kF16: return "torch.float16";
-    case DType::kBF16: return "torch.bfloat16";
-    case DType::kF32: return "torch.float32";
-    case DType::kF64: return "torch.float64";
-    case DType::kI32: return "torch.int32";
-    case DType::kI64: return "torch.int64";
+    case DType::kF16:
+      return "torch.float16";
+    case DType::kBF16:
+      return "torch.bfloat16";
+    case DType::kF32:
+      return "torch.float32";
+    case DType::kF64:
+      return "torch.float64";
+    case DType::kI32:
+      return "torch.int32";
+    case DType::kI64:
+      return "torch.int64";
   }
   return "torch.float32";
 }
 
-Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c, const std::string& header_note) {
+Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c,
+                                             const std::string& header_note) {
   KILN_ASSIGN_OR_RETURN(std::vector<ExportFile> files, source_export(c, header_note));
   const std::string hdr = files[0].name, unit = files[1].name;
   files.pop_back();  // the CMake snippet: torch builds it
   const bool cuda = is_cuda(c);
-  std::string binding = header_note + binding_includes(c) + "#include \"" + hdr + "\"\n\n" + binding_function(c) +
-                        "\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"kiln_launch\", &kiln_launch, \"kiln " +
+  std::string binding = header_note + binding_includes(c) + "#include \"" + hdr + "\"\n\n" +
+                        binding_function(c) +
+                        "\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"kiln_launch\", "
+                        "&kiln_launch, \"kiln " +
                         c.target.name + "\");\n}\n";
   const std::string binding_name = c.target.name + "_binding.cpp";
   files.push_back({binding_name, binding});
   std::string py = python_comment(header_note);
-  py += "\"\"\"kiln's " + c.target.name + " kernel for PyTorch: `from " + c.target.name + " import " + c.target.name +
-        "` (this folder on sys.path).\n\nThe extension is built on first use with torch.utils.cpp_extension (cached "
-        "under\nTORCH_EXTENSIONS_DIR).\n\"\"\"\nimport os\n\nimport torch\nfrom torch.utils.cpp_extension import load\n\n"
+  py += "\"\"\"kiln's " + c.target.name + " kernel for PyTorch: `from " + c.target.name +
+        " import " + c.target.name +
+        "` (this folder on sys.path).\n\nThe extension is built on first use with "
+        "torch.utils.cpp_extension (cached "
+        "under\nTORCH_EXTENSIONS_DIR).\n\"\"\"\nimport os\n\nimport torch\nfrom "
+        "torch.utils.cpp_extension import load\n\n"
         "_HERE = os.path.dirname(os.path.abspath(__file__))\n_EXT = None\n";
   py += python_helpers(c) + "\n\n";
   py += "def _ext():\n    global _EXT\n    if _EXT is None:\n";
   if (cuda) {
-    py += "        # Build for the architecture kiln verified on (" + (c.arch.empty() ? std::string("sm_90a") : c.arch) +
+    py += "        # Build for the architecture kiln verified on (" +
+          (c.arch.empty() ? std::string("sm_90a") : c.arch) +
           "): the kernel may use its instructions.\n"
           "        saved = os.environ.get(\"TORCH_CUDA_ARCH_LIST\")\n"
-          "        os.environ[\"TORCH_CUDA_ARCH_LIST\"] = " + py_str(arch_list(c)) + "\n"
+          "        os.environ[\"TORCH_CUDA_ARCH_LIST\"] = " +
+          py_str(arch_list(c)) +
+          "\n"
           "        try:\n"
-          "            _EXT = load(name=" + py_str(module_name(c)) + ",\n"
-          "                        sources=[os.path.join(_HERE, " + py_str(unit) + "), os.path.join(_HERE, " + py_str(binding_name) + ")],\n"
-          "                        extra_cflags=[\"-O3\", \"-std=c++17\"], extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n"
+          "            _EXT = load(name=" +
+          py_str(module_name(c)) +
+          ",\n"
+          "                        sources=[os.path.join(_HERE, " +
+          py_str(unit) + "), os.path.join(_HERE, " + py_str(binding_name) +
+          ")],\n"
+          "                        extra_cflags=[\"-O3\", \"-std=c++17\"], "
+          "extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n"
           "        finally:\n"
-          "            if saved is None:\n                os.environ.pop(\"TORCH_CUDA_ARCH_LIST\", None)\n"
+          "            if saved is None:\n                os.environ.pop(\"TORCH_CUDA_ARCH_LIST\", "
+          "None)\n"
           "            else:\n                os.environ[\"TORCH_CUDA_ARCH_LIST\"] = saved\n";
   } else {
-    py += "        _EXT = load(name=" + py_str(module_name(c)) + ",\n"
-          "                    sources=[os.path.join(_HERE, " + py_str(unit) + "), os.path.join(_HERE, " + py_str(binding_name) + ")],\n"
+    py += "        _EXT = load(name=" + py_str(module_name(c)) +
+          ",\n"
+          "                    sources=[os.path.join(_HERE, " +
+          py_str(unit) + "), os.path.join(_HERE, " + py_str(binding_name) +
+          ")],\n"
           "                    extra_cflags=[\"-O3\", \"-march=native\", \"-std=c++17\"])\n";
   }
   py += "    return _EXT\n\n\n";
@@ -305,21 +353,28 @@ Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c, const std
   return files;
 }
 
-Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c, const std::string& header_note) {
+Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c,
+                                               const std::string& header_note) {
   if (!c.target.leaderboard) {
-    return failed_precondition("target '" + c.target.name +
-                               "' is not a GPU MODE leaderboard task (its target.json has no \"leaderboard\"); "
-                               "use --format torch or kernelbench");
+    return failed_precondition(
+        "target '" + c.target.name +
+        "' is not a GPU MODE leaderboard task (its target.json has no \"leaderboard\"); "
+        "use --format torch or kernelbench");
   }
   const LeaderboardTask& lb = *c.target.leaderboard;
   if (!lb.bit_exact.empty()) {
-    return failed_precondition("the leaderboard task " + lb.task + " needs bit-exact agreement with a vendor library (" +
-                               lb.bit_exact + "); kiln verifies within a tolerance and does not write a submission for it");
+    return failed_precondition(
+        "the leaderboard task " + lb.task + " needs bit-exact agreement with a vendor library (" +
+        lb.bit_exact +
+        "); kiln verifies within a tolerance and does not write a submission for it");
   }
-  if (!is_cuda(c)) return failed_precondition("a GPU MODE submission needs a kernel of the cuda backend, not " + c.backend);
+  if (!is_cuda(c))
+    return failed_precondition("a GPU MODE submission needs a kernel of the cuda backend, not " +
+                               c.backend);
   KILN_ASSIGN_OR_RETURN(std::string header, launcher_header(c, ""));
   KILN_ASSIGN_OR_RETURN(std::string unit, kernel_unit(c, ""));
-  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(header + "\n" + unit + "\n" + binding_includes(c) + binding_function(c)));
+  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(header + "\n" + unit + "\n" +
+                                                        binding_includes(c) + binding_function(c)));
   std::string py = "#!POPCORN leaderboard " + lb.task + "\n";
   for (const auto& g : lb.gpus) py += "#!POPCORN gpu " + g + "\n";
   py += "\n" + python_comment(header_note);
@@ -328,10 +383,12 @@ Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c, const s
   py += "_CUDA_SRC = " + cuda_text + "\n\n";
   py += "_CPP_SRC = " + py_str(binding_declaration(c)) + "\n\n";
   py += "os.environ.setdefault(\"TORCH_CUDA_ARCH_LIST\", " + py_str(arch_list(c)) + ")\n";
-  py += "_EXT = load_inline(name=" + py_str(module_name(c)) + ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
+  py += "_EXT = load_inline(name=" + py_str(module_name(c)) +
+        ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
         "                   functions=[\"kiln_launch\"], extra_cflags=[\"-O3\", \"-std=c++17\"],\n"
         "                   extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n\n";
-  py += python_helpers(c) + "\n\n" + python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
+  py += python_helpers(c) + "\n\n" +
+        python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
   py += "def custom_kernel(data: input_t) -> output_t:\n";
   std::string call = "_kiln_" + c.target.name + "(";
   bool first = true;
@@ -348,25 +405,37 @@ Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c, const s
   return std::vector<ExportFile>{{"submission.py", py}};
 }
 
-Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c, const std::string& header_note) {
-  if (!is_cuda(c)) return failed_precondition("a KernelBench ModelNew needs a kernel of the cuda backend, not " + c.backend);
+Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c,
+                                                   const std::string& header_note) {
+  if (!is_cuda(c))
+    return failed_precondition("a KernelBench ModelNew needs a kernel of the cuda backend, not " +
+                               c.backend);
   KILN_ASSIGN_OR_RETURN(std::string header, launcher_header(c, ""));
   KILN_ASSIGN_OR_RETURN(std::string unit, kernel_unit(c, ""));
-  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(header + "\n" + unit + "\n" + binding_includes(c) + binding_function(c)));
+  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(header + "\n" + unit + "\n" +
+                                                        binding_includes(c) + binding_function(c)));
   std::string py = python_comment(header_note);
-  py += "import os\n\nimport torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n";
+  py +=
+      "import os\n\nimport torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import "
+      "load_inline\n\n";
   py += "_CUDA_SRC = " + cuda_text + "\n\n_CPP_SRC = " + py_str(binding_declaration(c)) + "\n\n";
   py += "os.environ.setdefault(\"TORCH_CUDA_ARCH_LIST\", " + py_str(arch_list(c)) + ")\n";
-  py += "_EXT = load_inline(name=" + py_str(module_name(c)) + ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
+  py += "_EXT = load_inline(name=" + py_str(module_name(c)) +
+        ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
         "                   functions=[\"kiln_launch\"], extra_cflags=[\"-O3\", \"-std=c++17\"],\n"
         "                   extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n\n";
-  py += python_helpers(c) + "\n\n" + python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
+  py += python_helpers(c) + "\n\n" +
+        python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
   std::string ins;
   for (const TargetArg* in : c.target.inputs()) ins += (ins.empty() ? "" : ", ") + in->name;
-  py += "class ModelNew(nn.Module):\n"
-        "    \"\"\"KernelBench's ModelNew: forward(" + ins + ") runs kiln's kernel (inputs in the target's order).\"\"\"\n\n"
-        "    def __init__(self, *args, **kwargs):\n        super().__init__()\n\n"
-        "    def forward(self, " + ins + "):\n        return _kiln_" + c.target.name + "(" + ins + ")\n";
+  py +=
+      "class ModelNew(nn.Module):\n"
+      "    \"\"\"KernelBench's ModelNew: forward(" +
+      ins +
+      ") runs kiln's kernel (inputs in the target's order).\"\"\"\n\n"
+      "    def __init__(self, *args, **kwargs):\n        super().__init__()\n\n"
+      "    def forward(self, " +
+      ins + "):\n        return _kiln_" + c.target.name + "(" + ins + ")\n";
   return std::vector<ExportFile>{{"model_new.py", py}};
 }
 

@@ -16,14 +16,17 @@
 namespace kiln::exporter {
 
 // The torch package's files.
-Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c, const std::string& header_note);
+Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c,
+                                             const std::string& header_note);
 
 // The GPU MODE submission; FAILED_PRECONDITION for a target that is not a leaderboard task, or
 // whose task's checker needs bit-exact agreement with a vendor library.
-Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c, const std::string& header_note);
+Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c,
+                                               const std::string& header_note);
 
 // The KernelBench ModelNew file.
-Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c, const std::string& header_note);
+Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c,
+                                                   const std::string& header_note);
 
 // The Python name of `dtype` ("torch.float16").
 std::string torch_dtype(DType dtype);

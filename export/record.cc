@@ -60,9 +60,12 @@ nlohmann::json evaluation_summary(const nlohmann::json& r) {
   }
   out["stages"] = stages;
   const nlohmann::json t = r.value("timing", nlohmann::json::object());
-  out["timing"] = {{"median_us", t.value("median_us", 0.0)},      {"iqr_us", t.value("iqr_us", 0.0)},
-                   {"min_us", t.value("min_us", 0.0)},            {"noise_rel", t.value("noise_rel", 0.0)},
-                   {"samples", t.value("samples", 0)},            {"sm_clock_mhz", t.value("sm_clock_mhz", 0.0)},
+  out["timing"] = {{"median_us", t.value("median_us", 0.0)},
+                   {"iqr_us", t.value("iqr_us", 0.0)},
+                   {"min_us", t.value("min_us", 0.0)},
+                   {"noise_rel", t.value("noise_rel", 0.0)},
+                   {"samples", t.value("samples", 0)},
+                   {"sm_clock_mhz", t.value("sm_clock_mhz", 0.0)},
                    {"throttled_samples", t.value("throttled_samples", 0)}};
   const nlohmann::json m = r.value("metrics", nlohmann::json::object());
   if (m.contains("fraction_of_floor")) out["fraction_of_floor"] = m["fraction_of_floor"];
@@ -71,13 +74,15 @@ nlohmann::json evaluation_summary(const nlohmann::json& r) {
 }
 
 std::string header_note(const ExportCandidate& c, const std::string& format) {
-  std::string n = "// kiln export (" + format + ") of " + c.target.name + ", " + std::string(dtype_name(c.dtype)) + ", " +
-                  c.backend + (c.arch.empty() ? "" : " " + c.arch) + ".\n";
+  std::string n = "// kiln export (" + format + ") of " + c.target.name + ", " +
+                  std::string(dtype_name(c.dtype)) + ", " + c.backend +
+                  (c.arch.empty() ? "" : " " + c.arch) + ".\n";
   n += "// Kernel: " + std::string(c.is_template ? "template " : "seed ") + c.kernel_name +
        (c.params.empty() ? "" : " with " + params_text(c.params)) + "\n";
   if (!c.candidate_id.empty()) n += "// Candidate " + c.candidate_id + "\n";
   if (!c.gpu_model.empty()) n += "// Searched on " + c.gpu_model + "\n";
-  n += "// Written by kiln " KILN_VERSION " (" KILN_GIT_COMMIT "). The verification record is kiln-export.json;\n"
+  n += "// Written by kiln " KILN_VERSION " (" KILN_GIT_COMMIT
+       "). The verification record is kiln-export.json;\n"
        "// `kiln verify <this folder>` re-runs the five verification stages and the timing here.\n";
   return n;
 }
@@ -106,7 +111,10 @@ Status write_export(const std::string& dir, const ExportCandidate& c, const std:
       {"backend", c.backend},
       {"dtype", std::string(dtype_name(c.dtype))},
       {"candidate_id", c.candidate_id},
-      {"kernel", {{"from", c.is_template ? "template" : "seed"}, {"name", c.kernel_name}, {"file", kernel_file(c)}}},
+      {"kernel",
+       {{"from", c.is_template ? "template" : "seed"},
+        {"name", c.kernel_name},
+        {"file", kernel_file(c)}}},
       {"source_sha256", sha256_hex(c.source)},
       {"params", c.params},
       {"gpu_model", c.gpu_model},
@@ -114,7 +122,8 @@ Status write_export(const std::string& dir, const ExportCandidate& c, const std:
       {"origin", c.origin},
       {"search", evaluation_summary(c.search_result)},
       {"verified_here", verified_here},
-      {"exported", {{"kiln_version", KILN_VERSION}, {"kiln_commit", KILN_GIT_COMMIT}, {"at", utc_now()}}},
+      {"exported",
+       {{"kiln_version", KILN_VERSION}, {"kiln_commit", KILN_GIT_COMMIT}, {"at", utc_now()}}},
       {"files", listed}};
   return write_text(root / kRecordFile, record.dump(2) + "\n");
 }
@@ -131,19 +140,23 @@ Result<ExportFolder> read_export(const std::string& dir) {
   ExportCandidate& c = out.candidate;
   KILN_ASSIGN_OR_RETURN(c.target, load_target((root / "target").string()));
   if (c.target.spec_hash != r.value("spec_hash", "")) {
-    return failed_precondition("the target in " + (root / "target").string() +
-                               " is not the one exported (its spec hash differs from the record's)");
+    return failed_precondition(
+        "the target in " + (root / "target").string() +
+        " is not the one exported (its spec hash differs from the record's)");
   }
   c.backend = r.value("backend", "");
-  if (!c.target.backend(c.backend)) return invalid_argument("the record names a backend the target lacks: " + c.backend);
+  if (!c.target.backend(c.backend))
+    return invalid_argument("the record names a backend the target lacks: " + c.backend);
   const nlohmann::json k = r.value("kernel", nlohmann::json::object());
   c.is_template = k.value("from", "") == "template";
-  if (c.is_template && !c.target.backend(c.backend)->tunable) return invalid_argument("the record names a template the target lacks");
+  if (c.is_template && !c.target.backend(c.backend)->tunable)
+    return invalid_argument("the record names a template the target lacks");
   c.kernel_name = k.value("name", "");
   KILN_ASSIGN_OR_RETURN(c.source, read_all(root / k.value("file", "")));
   if (sha256_hex(c.source) != r.value("source_sha256", "")) {
-    return failed_precondition((root / k.value("file", "")).string() +
-                               " is not the kernel text kiln exported (its sha256 differs from the record's)");
+    return failed_precondition(
+        (root / k.value("file", "")).string() +
+        " is not the kernel text kiln exported (its sha256 differs from the record's)");
   }
   const nlohmann::json params = r.value("params", nlohmann::json::object());
   for (const auto& [key, v] : params.items()) {
@@ -157,7 +170,8 @@ Result<ExportFolder> read_export(const std::string& dir) {
   const nlohmann::json files = r.value("files", nlohmann::json::object());
   for (const auto& [name, hash] : files.items()) {
     Result<std::string> now = read_all(root / name);
-    if (!now.is_ok() || !hash.is_string() || sha256_hex(*now) != hash.get<std::string>()) out.changed_files.push_back(name);
+    if (!now.is_ok() || !hash.is_string() || sha256_hex(*now) != hash.get<std::string>())
+      out.changed_files.push_back(name);
   }
   return out;
 }

@@ -15,12 +15,18 @@ bool is_cuda(const ExportCandidate& c) { return c.backend == "cuda"; }
 std::string ctype_of(const ExportCandidate& c, DType d) {
   const bool cuda = is_cuda(c);
   switch (d) {
-    case DType::kF16: return cuda ? "__half" : "_Float16";
-    case DType::kBF16: return "__nv_bfloat16";
-    case DType::kF32: return "float";
-    case DType::kF64: return "double";
-    case DType::kI32: return cuda ? "int" : "int32_t";
-    case DType::kI64: return cuda ? "long long" : "int64_t";
+    case DType::kF16:
+      return cuda ? "__half" : "_Float16";
+    case DType::kBF16:
+      return "__nv_bfloat16";
+    case DType::kF32:
+      return "float";
+    case DType::kF64:
+      return "double";
+    case DType::kI32:
+      return cuda ? "int" : "int32_t";
+    case DType::kI64:
+      return cuda ? "long long" : "int64_t";
   }
   return "float";
 }
@@ -64,10 +70,16 @@ std::string join_args(const std::vector<LaunchArg>& args, bool with_types, bool 
       continue;
     }
     switch (a.kind) {
-      case LaunchArg::Kind::kInput: out += "const " + a.ctype + "* " + a.name; break;
+      case LaunchArg::Kind::kInput:
+        out += "const " + a.ctype + "* " + a.name;
+        break;
       case LaunchArg::Kind::kOutput:
-      case LaunchArg::Kind::kScratch: out += a.ctype + "* " + a.name; break;
-      case LaunchArg::Kind::kDim: out += a.ctype + " " + a.name; break;
+      case LaunchArg::Kind::kScratch:
+        out += a.ctype + "* " + a.name;
+        break;
+      case LaunchArg::Kind::kDim:
+        out += a.ctype + " " + a.name;
+        break;
       case LaunchArg::Kind::kScalar:
         out += a.ctype + " " + a.name + (with_defaults ? " = " + a.default_value : "");
         break;
@@ -105,12 +117,18 @@ std::vector<LaunchArg> launch_args(const ExportCandidate& c) {
     l.shape = a.shape;
     out.push_back(l);
   }
-  for (const auto& d : c.target.dims) out.push_back({LaunchArg::Kind::kDim, d, dim_type(c), DType::kI64, {}, ""});
+  for (const auto& d : c.target.dims)
+    out.push_back({LaunchArg::Kind::kDim, d, dim_type(c), DType::kI64, {}, ""});
   for (const auto* s : c.target.scalars()) {
     const bool i64 = s->scalar_type == "i64";
-    LaunchArg l{LaunchArg::Kind::kScalar, s->name, i64 ? dim_type(c) : "float", i64 ? DType::kI64 : DType::kF32,
-                {}, i64 ? std::to_string(static_cast<long long>(s->value)) : number(s->value) + "f"};
-    if (!i64 && l.default_value.find_first_of(".e") == std::string::npos) l.default_value = number(s->value) + ".0f";
+    LaunchArg l{LaunchArg::Kind::kScalar,
+                s->name,
+                i64 ? dim_type(c) : "float",
+                i64 ? DType::kI64 : DType::kF32,
+                {},
+                i64 ? std::to_string(static_cast<long long>(s->value)) : number(s->value) + "f"};
+    if (!i64 && l.default_value.find_first_of(".e") == std::string::npos)
+      l.default_value = number(s->value) + ".0f";
     out.push_back(l);
   }
   return out;
@@ -124,12 +142,14 @@ Result<std::string> launcher_header(const ExportCandidate& c, const std::string&
   h += "#pragma once\n\n#include <cstddef>\n#include <cstdint>\n#include <string>\n";
   if (cuda) h += "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
   h += "\nnamespace " + export_namespace(c) + " {\n\n";
-  h += "// The element type kiln verified this kernel with (" + std::string(dtype_name(c.dtype)) + ").\n";
+  h += "// The element type kiln verified this kernel with (" + std::string(dtype_name(c.dtype)) +
+       ").\n";
   h += "using T = " + ctype_of(c, c.dtype) + ";\n\n";
   if (cuda) {
     h += "struct Geometry {\n  dim3 grid, block;\n  size_t shared_bytes;\n};\n\n";
   }
-  h += "// Why the kernel cannot run at this shape, or \"\" when it can: a dim below 1, a constraint of\n"
+  h += "// Why the kernel cannot run at this shape, or \"\" when it can: a dim below 1, a "
+       "constraint of\n"
        "// the configuration that does not hold, or a launch geometry out of range.\n";
   h += "std::string check(" + dims + ");\n\n";
   if (cuda) {
@@ -137,18 +157,23 @@ Result<std::string> launcher_header(const ExportCandidate& c, const std::string&
     h += "Geometry geometry(" + dims + ");\n\n";
   }
   for (const auto& s : only(args, LaunchArg::Kind::kScratch)) {
-    h += "// Bytes of the scratch buffer `" + s.name + "` at this shape. Zero it once before the first launch;\n"
-         "// the kernel leaves it as it found it, so it can be kept for later launches of any shape\n"
+    h += "// Bytes of the scratch buffer `" + s.name +
+         "` at this shape. Zero it once before the first launch;\n"
+         "// the kernel leaves it as it found it, so it can be kept for later launches of any "
+         "shape\n"
          "// that fits (one launch at a time).\n";
     h += "size_t " + s.name + "_bytes(" + dims + ");\n\n";
   }
   if (cuda) {
-    h += "// Launches the kernel on `stream` (asynchronous). Returns cudaErrorInvalidValue without\n"
-         "// launching when check() fails (its message in *why when given), else the launch's error.\n";
+    h +=
+        "// Launches the kernel on `stream` (asynchronous). Returns cudaErrorInvalidValue without\n"
+        "// launching when check() fails (its message in *why when given), else the launch's "
+        "error.\n";
     h += "cudaError_t launch(" + join_args(args, true, true) +
          ", cudaStream_t stream = 0, std::string* why = nullptr);\n";
   } else {
-    h += "// Runs the kernel. Returns false without running it when check() fails (its message in *why\n"
+    h += "// Runs the kernel. Returns false without running it when check() fails (its message in "
+         "*why\n"
          "// when given).\n";
     h += "bool launch(" + join_args(args, true, true) + ", std::string* why = nullptr);\n";
   }
@@ -178,11 +203,14 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   u += "// ---- end of the kernel ----\n\n";
   u += "namespace " + export_namespace(c) + " {\nnamespace {\n\n";
   u += "// Every dim as a double, as kiln's expressions see it.\n#define KILN_DIM_DOUBLES";
-  for (const auto& d : c.target.dims) u += " const double d_" + d + " = static_cast<double>(" + d + "); (void)d_" + d + ";";
-  u += "\n\nbool whole(double v, double lo, double hi) { return v == v && v >= lo && v <= hi && v == static_cast<double>(static_cast<long long>(v)); }\n\n";
+  for (const auto& d : c.target.dims)
+    u += " const double d_" + d + " = static_cast<double>(" + d + "); (void)d_" + d + ";";
+  u += "\n\nbool whole(double v, double lo, double hi) { return v == v && v >= lo && v <= hi && v "
+       "== static_cast<double>(static_cast<long long>(v)); }\n\n";
   u += "std::string shape_text(" + dims + ") {\n  return std::string()";
   for (size_t i = 0; i < dim_args.size(); ++i) {
-    u += " + \"" + std::string(i ? "," : "") + dim_args[i].name + "=\" + std::to_string(" + dim_args[i].name + ")";
+    u += " + \"" + std::string(i ? "," : "") + dim_args[i].name + "=\" + std::to_string(" +
+         dim_args[i].name + ")";
   }
   u += ";\n}\n\n}  // namespace\n\n";
 
@@ -195,8 +223,9 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   u += "  KILN_DIM_DOUBLES\n";
   for (const auto& expr : k.constraints) {
     KILN_ASSIGN_OR_RETURN(std::string e, expr_to_cpp(expr, names));
-    u += "  if (!(" + e + " != 0.0)) {\n    return \"the configuration's constraint " + quoted(expr).substr(1, quoted(expr).size() - 2) +
-         " does not hold at \" + shape_text(" + dim_names + ");\n  }\n";
+    u += "  if (!(" + e + " != 0.0)) {\n    return \"the configuration's constraint " +
+         quoted(expr).substr(1, quoted(expr).size() - 2) + " does not hold at \" + shape_text(" +
+         dim_names + ");\n  }\n";
   }
   static const char* kAxis[] = {"x", "y", "z"};
   if (cuda) {
@@ -204,22 +233,29 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
     for (int i = 0; i < 3; ++i) {
       KILN_ASSIGN_OR_RETURN(std::string g, expr_to_cpp(k.grid[i], names));
       KILN_ASSIGN_OR_RETURN(std::string b, expr_to_cpp(k.block[i], names));
-      u += "  if (!whole(" + g + ", 1, 2147483647.0)) return \"grid." + kAxis[i] + " (" + quoted(k.grid[i]).substr(1, quoted(k.grid[i]).size() - 2) +
+      u += "  if (!whole(" + g + ", 1, 2147483647.0)) return \"grid." + kAxis[i] + " (" +
+           quoted(k.grid[i]).substr(1, quoted(k.grid[i]).size() - 2) +
            ") is out of range at \" + shape_text(" + dim_names + ");\n";
-      u += "  if (!whole(" + b + ", 1, 1024)) return \"block." + kAxis[i] + " (" + quoted(k.block[i]).substr(1, quoted(k.block[i]).size() - 2) +
+      u += "  if (!whole(" + b + ", 1, 1024)) return \"block." + kAxis[i] + " (" +
+           quoted(k.block[i]).substr(1, quoted(k.block[i]).size() - 2) +
            ") is out of range at \" + shape_text(" + dim_names + ");\n";
       u += "  threads *= static_cast<long long>(" + b + ");\n";
     }
     KILN_ASSIGN_OR_RETURN(std::string sm, expr_to_cpp(k.shared_bytes, names));
-    u += "  if (threads > 1024) return \"the block has \" + std::to_string(threads) + \" threads (at most 1024) at \" + shape_text(" + dim_names + ");\n";
+    u += "  if (threads > 1024) return \"the block has \" + std::to_string(threads) + \" threads "
+         "(at most 1024) at \" + shape_text(" +
+         dim_names + ");\n";
     u += "  int device = 0, optin = 0;\n"
          "  if (cudaGetDevice(&device) != cudaSuccess ||\n"
-         "      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {\n"
+         "      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != "
+         "cudaSuccess) {\n"
          "    optin = 232448;  // no device to ask: Hopper's limit\n  }\n";
     u += "  const double smem = " + sm + ";\n";
     u += "  if (!whole(smem, 0, static_cast<double>(optin))) {\n"
-         "    return \"the kernel needs \" + std::to_string(static_cast<long long>(smem)) + \" bytes of shared memory at \" +\n"
-         "           shape_text(" + dim_names + ") + \"; this GPU gives a block at most \" + std::to_string(optin);\n  }\n";
+         "    return \"the kernel needs \" + std::to_string(static_cast<long long>(smem)) + \" "
+         "bytes of shared memory at \" +\n"
+         "           shape_text(" +
+         dim_names + ") + \"; this GPU gives a block at most \" + std::to_string(optin);\n  }\n";
   }
   u += "  return \"\";\n}\n\n";
 
@@ -241,15 +277,19 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   }
   std::string call_args = join_args(args, false, false);
   if (cuda) {
-    u += "cudaError_t launch(" + join_args(args, true, false) + ", cudaStream_t stream, std::string* why) {\n";
+    u += "cudaError_t launch(" + join_args(args, true, false) +
+         ", cudaStream_t stream, std::string* why) {\n";
     u += "  const std::string problem = check(" + dim_names + ");\n";
-    u += "  if (!problem.empty()) {\n    if (why) *why = problem;\n    return cudaErrorInvalidValue;\n  }\n";
+    u += "  if (!problem.empty()) {\n    if (why) *why = problem;\n    return "
+         "cudaErrorInvalidValue;\n  }\n";
     u += "  const Geometry g = geometry(" + dim_names + ");\n";
     u += "  if (g.shared_bytes > 48 * 1024) {\n"
-         "    const cudaError_t e = cudaFuncSetAttribute(::" + c.kernel_name +
+         "    const cudaError_t e = cudaFuncSetAttribute(::" +
+         c.kernel_name +
          ", cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(g.shared_bytes));\n"
          "    if (e != cudaSuccess) return e;\n  }\n";
-    u += "  ::" + c.kernel_name + "<<<g.grid, g.block, g.shared_bytes, stream>>>(" + call_args + ");\n";
+    u += "  ::" + c.kernel_name + "<<<g.grid, g.block, g.shared_bytes, stream>>>(" + call_args +
+         ");\n";
     u += "  return cudaGetLastError();\n}\n\n";
   } else {
     u += "bool launch(" + join_args(args, true, false) + ", std::string* why) {\n";
@@ -261,7 +301,8 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   return u;
 }
 
-Result<std::vector<ExportFile>> source_export(const ExportCandidate& c, const std::string& header_note) {
+Result<std::vector<ExportFile>> source_export(const ExportCandidate& c,
+                                              const std::string& header_note) {
   const bool cuda = is_cuda(c);
   const std::string base = c.target.name;
   const std::string hdr = base + (cuda ? ".cuh" : ".h");
@@ -269,25 +310,30 @@ Result<std::vector<ExportFile>> source_export(const ExportCandidate& c, const st
   KILN_ASSIGN_OR_RETURN(std::string header, launcher_header(c, header_note));
   KILN_ASSIGN_OR_RETURN(std::string body, kernel_unit(c, "#include \"" + hdr + "\"\n"));
   std::string arch = c.arch.rfind("sm_", 0) == 0 ? c.arch.substr(3) : "90a";
-  std::string cmake = "# CMake snippet for kiln's export of " + base + " (" + std::string(dtype_name(c.dtype)) +
-                      "). Add it to your project with\n#   include(path/to/this/folder/" + base +
-                      ".cmake)\n# then link the library: target_link_libraries(your_target PRIVATE " +
-                      export_namespace(c) + ")\n";
+  std::string cmake =
+      "# CMake snippet for kiln's export of " + base + " (" + std::string(dtype_name(c.dtype)) +
+      "). Add it to your project with\n#   include(path/to/this/folder/" + base +
+      ".cmake)\n# then link the library: target_link_libraries(your_target PRIVATE " +
+      export_namespace(c) + ")\n";
   if (cuda) {
     cmake += "# The kernel was verified on " + (c.arch.empty() ? std::string("sm_90a") : c.arch) +
              "; it may use that architecture's instructions, so build for it.\n";
     cmake += "enable_language(CUDA)\n";
   }
-  cmake += "add_library(" + export_namespace(c) + " STATIC ${CMAKE_CURRENT_LIST_DIR}/" + unit + ")\n";
-  cmake += "target_include_directories(" + export_namespace(c) + " PUBLIC ${CMAKE_CURRENT_LIST_DIR})\n";
+  cmake +=
+      "add_library(" + export_namespace(c) + " STATIC ${CMAKE_CURRENT_LIST_DIR}/" + unit + ")\n";
+  cmake +=
+      "target_include_directories(" + export_namespace(c) + " PUBLIC ${CMAKE_CURRENT_LIST_DIR})\n";
   cmake += "target_compile_features(" + export_namespace(c) + " PUBLIC cxx_std_17)\n";
   if (cuda) {
-    cmake += "set_target_properties(" + export_namespace(c) + " PROPERTIES CUDA_ARCHITECTURES " + arch + ")\n";
+    cmake += "set_target_properties(" + export_namespace(c) + " PROPERTIES CUDA_ARCHITECTURES " +
+             arch + ")\n";
   } else {
     cmake += "# kiln compiled it with -O3 -march=native; the same flags give the same code.\n";
     cmake += "target_compile_options(" + export_namespace(c) + " PRIVATE -O3 -march=native)\n";
   }
-  return std::vector<ExportFile>{{hdr, header}, {unit, header_note + body}, {base + ".cmake", cmake}};
+  return std::vector<ExportFile>{
+      {hdr, header}, {unit, header_note + body}, {base + ".cmake", cmake}};
 }
 
 }  // namespace kiln::exporter

@@ -23,10 +23,10 @@ struct ExportFile {
 struct LaunchArg {
   enum class Kind { kInput, kOutput, kScratch, kDim, kScalar } kind = Kind::kInput;
   std::string name;
-  std::string ctype;           // element type of a tensor, or the type of a dim or scalar
-  DType dtype = DType::kF32;   // tensors: element dtype
+  std::string ctype;               // element type of a tensor, or the type of a dim or scalar
+  DType dtype = DType::kF32;       // tensors: element dtype
   std::vector<std::string> shape;  // tensors: dim names
-  std::string default_value;   // scalars: the value kiln verified with, as C++ text
+  std::string default_value;       // scalars: the value kiln verified with, as C++ text
 };
 
 // The launcher's arguments for `c` (cuda or cpu types).
@@ -36,7 +36,8 @@ std::vector<LaunchArg> launch_args(const ExportCandidate& c);
 std::string export_namespace(const ExportCandidate& c);
 
 // The files of the C++ export. Fails when an expression cannot be written as C++.
-Result<std::vector<ExportFile>> source_export(const ExportCandidate& c, const std::string& header_note);
+Result<std::vector<ExportFile>> source_export(const ExportCandidate& c,
+                                              const std::string& header_note);
 
 // The kernel's translation unit text alone (prelude, parameters, kernel, launcher), which the
 // Python exports inline; `header_include` is the line that brings in the declarations (or the

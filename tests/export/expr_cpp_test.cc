@@ -79,26 +79,49 @@ void expect_same_as_muparser(const std::vector<Case>& cases) {
 TEST(ExprCpp, FollowsMuparsersPrecedenceAndFunctions) {
   const ExprVars v = {{"M", 7}, {"N", 3}, {"B", 256}};
   expect_same_as_muparser({
-      {"-2^2", v},          {"2^3^2", v},           {"2^-1", v},        {"-M^2", v},
-      {"M - N - 1", v},     {"M / N / 2", v},       {"M / N * 2", v},   {"1 + 2 * 3 - 4 / 8", v},
-      {"M > N == 1", v},    {"M < N || N < M", v},  {"M && 0 || 1", v}, {"1 || 0 && 0", v},
-      {"M > 3 ? N > 2 ? 10 : 20 : 30", v},          {"0 ? 1 : 0 ? 2 : 3", v},
-      {"min(M, N, 2)", v},  {"max(M, 9, N)", v},    {"cdiv(M, N)", v},  {"idiv(M, N)", v},
-      {"pow2(N)", v},       {"sqrt(M * N)", v},     {"log(1000)", v},   {"ln(M)", v},
-      {"log2(B)", v},       {"abs(N - M)", v},      {"rint(2.5)", v},   {"sign(N - M)", v},
-      {"sum(M, N, 1)", v},  {"avg(M, N)", v},       {"1e3 + .5", v},    {"2.5e-1 * M", v},
-      {"(M + N) * (M - N)", v},                     {"M <= 7 && N >= 3 && M != N", v},
+      {"-2^2", v},
+      {"2^3^2", v},
+      {"2^-1", v},
+      {"-M^2", v},
+      {"M - N - 1", v},
+      {"M / N / 2", v},
+      {"M / N * 2", v},
+      {"1 + 2 * 3 - 4 / 8", v},
+      {"M > N == 1", v},
+      {"M < N || N < M", v},
+      {"M && 0 || 1", v},
+      {"1 || 0 && 0", v},
+      {"M > 3 ? N > 2 ? 10 : 20 : 30", v},
+      {"0 ? 1 : 0 ? 2 : 3", v},
+      {"min(M, N, 2)", v},
+      {"max(M, 9, N)", v},
+      {"cdiv(M, N)", v},
+      {"idiv(M, N)", v},
+      {"pow2(N)", v},
+      {"sqrt(M * N)", v},
+      {"log(1000)", v},
+      {"ln(M)", v},
+      {"log2(B)", v},
+      {"abs(N - M)", v},
+      {"rint(2.5)", v},
+      {"sign(N - M)", v},
+      {"sum(M, N, 1)", v},
+      {"avg(M, N)", v},
+      {"1e3 + .5", v},
+      {"2.5e-1 * M", v},
+      {"(M + N) * (M - N)", v},
+      {"M <= 7 && N >= 3 && M != N", v},
       {"cdiv(M, 0)", v},
   });
 }
 
 TEST(ExprCpp, RefusesWhatItCannotTranslate) {
-  EXPECT_FALSE(expr_to_cpp("M + Q", {{"M", "m"}}).is_ok());            // unknown name
-  EXPECT_FALSE(expr_to_cpp("foo(M)", {{"M", "m"}}).is_ok());           // unknown function
-  EXPECT_FALSE(expr_to_cpp("cdiv(M)", {{"M", "m"}}).is_ok());          // arity
-  EXPECT_FALSE(expr_to_cpp("M +", {{"M", "m"}}).is_ok());              // syntax
-  EXPECT_FALSE(expr_to_cpp("M ? 1", {{"M", "m"}}).is_ok());            // ?: without :
-  EXPECT_FALSE(expr_to_cpp("M % 2", {{"M", "m"}}).is_ok());            // not muparser's
+  EXPECT_FALSE(expr_to_cpp("M + Q", {{"M", "m"}}).is_ok());    // unknown name
+  EXPECT_FALSE(expr_to_cpp("foo(M)", {{"M", "m"}}).is_ok());   // unknown function
+  EXPECT_FALSE(expr_to_cpp("cdiv(M)", {{"M", "m"}}).is_ok());  // arity
+  EXPECT_FALSE(expr_to_cpp("M +", {{"M", "m"}}).is_ok());      // syntax
+  EXPECT_FALSE(expr_to_cpp("M ? 1", {{"M", "m"}}).is_ok());    // ?: without :
+  EXPECT_FALSE(expr_to_cpp("M % 2", {{"M", "m"}}).is_ok());    // not muparser's
   Result<std::string> e = expr_to_cpp("foo(M)", {{"M", "m"}});
   EXPECT_NE(e.status().message().find("foo(M)"), std::string::npos) << e.status().message();
 }
@@ -111,19 +134,23 @@ TEST(ExprCpp, AgreesWithMuparserOnEveryBuiltInTargetExpression) {
   std::vector<Case> cases;
   for (const TargetSpec& t : *targets) {
     std::vector<Shape> shapes = {t.benchmark};
-    for (const auto* list : {&t.smoke, &t.sweep, &t.edge}) shapes.insert(shapes.end(), list->begin(), list->end());
+    for (const auto* list : {&t.smoke, &t.sweep, &t.edge})
+      shapes.insert(shapes.end(), list->begin(), list->end());
     for (const auto& [backend, b] : t.backends) {
-      std::vector<std::pair<const KernelSpec*, std::map<std::string, std::string>>> kernels = {{&b.seed, b.seed.defines}};
+      std::vector<std::pair<const KernelSpec*, std::map<std::string, std::string>>> kernels = {
+          {&b.seed, b.seed.defines}};
       if (b.tunable) {
         std::map<std::string, std::string> first;
-        eval::for_each_config(*b.tunable, b.benchmark.value_or(t.benchmark), b.dtypes.front(), [&](const auto& p) {
-          first = p;
-          return false;
-        });
+        eval::for_each_config(*b.tunable, b.benchmark.value_or(t.benchmark), b.dtypes.front(),
+                              [&](const auto& p) {
+                                first = p;
+                                return false;
+                              });
         kernels.push_back({&*b.tunable, first});
       }
       for (const auto& [k, params] : kernels) {
-        std::vector<std::string> exprs = {k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shared_bytes};
+        std::vector<std::string> exprs = {k->grid[0],  k->grid[1],  k->grid[2],     k->block[0],
+                                          k->block[1], k->block[2], k->shared_bytes};
         exprs.insert(exprs.end(), k->constraints.begin(), k->constraints.end());
         for (const Shape& s : shapes) {
           for (const auto& e : exprs) cases.push_back({e, expr_vars(s, b.dtypes.front(), params)});
