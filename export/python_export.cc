@@ -81,6 +81,14 @@ std::string binding_function(const ExportCandidate& c) {
   return b + "}\n";
 }
 
+// The launcher's declarations for a single inlined source (no #pragma once there).
+Result<std::string> inline_header(const ExportCandidate& c) {
+  KILN_ASSIGN_OR_RETURN(std::string h, launcher_header(c, ""));
+  const size_t at = h.find("#pragma once\n");
+  if (at != std::string::npos) h.erase(at, 13);
+  return h;
+}
+
 // Its declaration, for load_inline's C++ side (which makes the Python binding from it).
 std::string binding_declaration(const ExportCandidate& c) {
   const std::string f = binding_function(c);
@@ -371,10 +379,10 @@ Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c,
   if (!is_cuda(c))
     return failed_precondition("a GPU MODE submission needs a kernel of the cuda backend, not " +
                                c.backend);
-  KILN_ASSIGN_OR_RETURN(std::string header, launcher_header(c, ""));
+  KILN_ASSIGN_OR_RETURN(std::string header, inline_header(c));
   KILN_ASSIGN_OR_RETURN(std::string unit, kernel_unit(c, ""));
-  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(header + "\n" + unit + "\n" +
-                                                        binding_includes(c) + binding_function(c)));
+  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(binding_includes(c) + header + "\n" + unit +
+                                                        "\n" + binding_function(c)));
   std::string py = "#!POPCORN leaderboard " + lb.task + "\n";
   for (const auto& g : lb.gpus) py += "#!POPCORN gpu " + g + "\n";
   py += "\n" + python_comment(header_note);
@@ -410,10 +418,10 @@ Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c,
   if (!is_cuda(c))
     return failed_precondition("a KernelBench ModelNew needs a kernel of the cuda backend, not " +
                                c.backend);
-  KILN_ASSIGN_OR_RETURN(std::string header, launcher_header(c, ""));
+  KILN_ASSIGN_OR_RETURN(std::string header, inline_header(c));
   KILN_ASSIGN_OR_RETURN(std::string unit, kernel_unit(c, ""));
-  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(header + "\n" + unit + "\n" +
-                                                        binding_includes(c) + binding_function(c)));
+  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(binding_includes(c) + header + "\n" + unit +
+                                                        "\n" + binding_function(c)));
   std::string py = python_comment(header_note);
   py +=
       "import os\n\nimport torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import "

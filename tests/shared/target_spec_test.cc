@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/test_env.h"
@@ -46,8 +47,9 @@ TEST(TargetSpec, LoadsEveryBuiltInTarget) {
   ASSERT_TRUE(all.is_ok()) << all.status().to_string();
   std::vector<std::string> names;
   for (const auto& t : *all) names.push_back(t.name);
-  for (const char* expected : {"cross_entropy", "flash_attention", "fused_mlp", "layernorm", "matmul",
-                               "reduce", "rmsnorm", "rotary_embedding", "softmax"}) {
+  for (const char* expected :
+       {"cross_entropy", "flash_attention", "fused_mlp", "layernorm", "matmul", "reduce", "rmsnorm",
+        "rotary_embedding", "softmax", "vectorsum_v2", "prefixsum_v2"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
 }
@@ -79,6 +81,47 @@ TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
   EXPECT_EQ(t->inputs().size(), 3u);  // x, w, labels: the scratch buffer is not an input
   EXPECT_EQ(t->benchmark_for("cuda"), t->benchmark);  // no backend shape: the target's
   EXPECT_EQ(t->outputs().size(), 1u);
+}
+
+// The leaderboard targets: a tolerance that scales with the shape, and the task a submission is
+// for.
+TEST(TargetSpec, ScalesATolerancePerShapeAndReadsTheLeaderboardTask) {
+  Result<TargetSpec> t = load_target(builtin("prefixsum_v2"));
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  const Tolerance small = tolerance_at(*t, DType::kF32, {{"N", 1024}});
+  const Tolerance big = tolerance_at(*t, DType::kF32, {{"N", 268435456}});
+  EXPECT_DOUBLE_EQ(small.rel, 1e-5 * 32);
+  EXPECT_DOUBLE_EQ(big.abs, 1e-5 * 16384);
+  ASSERT_TRUE(t->leaderboard.has_value());
+  EXPECT_EQ(t->leaderboard->task, "prefixsum_v2");
+  EXPECT_EQ(t->leaderboard->inputs.at("x"), "data[0]");
+
+  testing::TempDir dir;
+  for (const auto& e : std::filesystem::directory_iterator(builtin("prefixsum_v2"))) {
+    std::filesystem::copy(e.path(), dir.path() + "/" + e.path().filename().string());
+  }
+  const nlohmann::json good = nlohmann::json::parse(std::ifstream(dir.file("target.json")));
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& says) {
+    nlohmann::json j = good;
+    edit(j);
+    dir.write("target.json", j.dump(2));
+    Result<TargetSpec> r = load_target(dir.path());
+    ASSERT_FALSE(r.is_ok()) << says;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
+  };
+  refused([](nlohmann::json& j) { j["tolerance"]["f32"]["scale"] = "N - 1"; }, "scale");
+  refused([](nlohmann::json& j) { j["tolerance"]["f32"]["scale"] = "sqrt(Q)"; }, "scale");
+  refused(
+      [](nlohmann::json& j) {
+        j["leaderboard"]["inputs"] = {{"z", "data[0]"}};
+      },
+      "'x' is not taken from data");
+  refused(
+      [](nlohmann::json& j) {
+        j["leaderboard"]["outputs"] = {{"q", "data[1]"}};
+      },
+      "'q' is not an output");
+  refused([](nlohmann::json& j) { j["leaderboard"]["gpus"] = nlohmann::json::array(); }, "gpus");
 }
 
 TEST(Expr, EvaluatesGeometryWithHelpers) {
