@@ -329,7 +329,8 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
       }
       break;
   }
-  contexts_[r.task_id] = {st.spec.name, st.gpu_model, p.task.params, p.kind, j.verdict, sha256_hex(p.task.source)};
+  contexts_[r.task_id] = {st.spec.name, st.gpu_model, p.task.params,
+                          p.kind,       j.verdict,    sha256_hex(p.task.source)};
   // The judged result as one step of the search log, with the keys it changes.
   if (store_ && !replaying_) {
     ResultEvent e;

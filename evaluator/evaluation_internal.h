@@ -406,8 +406,8 @@ class CandidateEvaluator::Impl {
         name += " (" + std::to_string(expected.rows.size()) + " sampled rows of " +
                 std::to_string(per_row) + ", in order)";
       }
-      CompareResult c =
-          compare(s.dtype, got, want, count, tolerance_at(target, dtype, expected.shape), poison, name);
+      CompareResult c = compare(s.dtype, got, want, count,
+                                tolerance_at(target, dtype, expected.shape), poison, name);
       o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
       o.worst_abs = std::max(o.worst_abs, c.worst_abs_error);
       o.rms = std::max(o.rms, c.rms_error);

@@ -250,7 +250,8 @@ Status read_leaderboard(JsonFields& f, TargetSpec* t) {
   KILN_RETURN_IF_ERROR(lb->finish());
   if (task.gpus.empty()) return lb->field_error("gpus", "name at least one GPU of the leaderboard");
   for (const TargetArg* in : t->inputs()) {
-    if (!task.inputs.count(in->name)) return lb->field_error("inputs", "input '" + in->name + "' is not taken from data");
+    if (!task.inputs.count(in->name))
+      return lb->field_error("inputs", "input '" + in->name + "' is not taken from data");
   }
   for (const auto& [name, expr] : task.inputs) {
     bool known = false;
@@ -361,8 +362,10 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
       for (const auto& dim : t.dims) ones[dim] = 1;
       Result<double> v = eval_expr(tl.scale, ones);
       if (!v.is_ok() || *v <= 0) {
-        return one->field_error("scale", "expected a positive expression of the dims (" +
-                                             (v.is_ok() ? std::string("it is not positive") : v.status().message()) + ")");
+        return one->field_error(
+            "scale", "expected a positive expression of the dims (" +
+                         (v.is_ok() ? std::string("it is not positive") : v.status().message()) +
+                         ")");
       }
     }
     KILN_RETURN_IF_ERROR(one->finish());

@@ -68,13 +68,13 @@ struct BackendSpec {
 // A GPU MODE leaderboard task the target reproduces (docs/export.md): what `kiln export --format
 // gpumode` needs to write a submission whose custom_kernel(data) calls the kernel.
 struct LeaderboardTask {
-  std::string task;                  // the leaderboard's name, e.g. "vectorsum_v2"
-  std::vector<std::string> gpus;     // GPU names for the #!POPCORN gpu line, e.g. "H100"
+  std::string task;                            // the leaderboard's name, e.g. "vectorsum_v2"
+  std::vector<std::string> gpus;               // GPU names for the #!POPCORN gpu line, e.g. "H100"
   std::map<std::string, std::string> inputs;   // every input arg -> Python expression over `data`
   std::map<std::string, std::string> outputs;  // output arg -> a tensor of `data` to write into
-  std::string result;                // Python expression over the outputs: what custom_kernel returns
-  std::string bit_exact;             // non-empty: the checker needs bit-exact agreement with a
-                                     // vendor library (why); kiln refuses to export it
+  std::string result;     // Python expression over the outputs: what custom_kernel returns
+  std::string bit_exact;  // non-empty: the checker needs bit-exact agreement with a
+                          // vendor library (why); kiln refuses to export it
 };
 
 struct TargetSpec {
