@@ -68,6 +68,12 @@ if [[ "${STEP10_SKIP_TORCH:-0}" != 1 ]]; then
   timeout 900 python3 "$repo/bench/torch_export_check.py" --out "$out/torch_check.json" "${dirs[@]}" \
     > "$out/torch_check.log" 2>&1
   log "torch check: rc=$? $(tail -1 "$out/torch_check.log")"
+  if [[ -d "$out/exports/flash_attention-torch" ]]; then
+    timeout 300 "$kiln" verify "$out/exports/flash_attention-torch" > "$out/verify_flash_attention.log" 2>&1
+    log "kiln verify flash_attention-torch: rc=$? $(grep -E '^(verdict|  timing)' "$out/verify_flash_attention.log" | tr '\n' ' ')"
+    timeout 400 python3 "$repo/bench/torch_build_probe.py" "$out/exports/flash_attention-torch" > "$out/build_probe.log" 2>&1
+    log "build probe: rc=$? $(tr '\n' ' ' < "$out/build_probe.log" | cut -c1-400)"
+  fi
   if [[ -d "$out/exports/reduce-torch" ]]; then
     timeout 300 "$kiln" verify "$out/exports/reduce-torch" > "$out/verify_reduce.log" 2>&1
     log "kiln verify reduce-torch: rc=$? $(grep -E '^(verdict|  timing)' "$out/verify_reduce.log" | tr '\n' ' ')"

@@ -41,11 +41,10 @@ std::string driver(const TargetSpec& t, const std::vector<Shape>& shapes) {
   return d + "  return 0;\n}\n";
 }
 
-// What kiln's evaluator computes at `s`: the same line.
+// What kiln's evaluator launches at `s`: the same line. (Constraints that name a dim select the
+// template's space at the benchmark shape; the evaluator does not apply them per shape.)
 std::string expected(const KernelSpec& k, const Shape& s, DType dtype,
                      const std::map<std::string, std::string>& p) {
-  Result<bool> ok = eval::satisfies_constraints(k, s, dtype, p);
-  if (!ok.is_ok() || !*ok) return "error";
   Result<eval::LaunchGeometry> g = eval::launch_geometry(k, s, dtype, p);
   if (!g.is_ok()) return "error";
   std::ostringstream o;
