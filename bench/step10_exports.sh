@@ -12,7 +12,8 @@
 #      tests.txt, bench.txt, fetched from gpu-mode/reference-kernels; nothing of it is committed).
 # Usage: bench/step10_exports.sh TARBALL OUTDIR [GPUMODE_DIR]. Env: STEP10_TARGETS (default: all
 # nine), STEP10_BUDGET (the leaderboard run's budget, default 120s), STEP10_SKIP_TORCH=1,
-# STEP10_SKIP_LB=1. Progress: OUTDIR/progress.log.
+# STEP10_SKIP_LB=1, STEP10_LB_PARAMS="vectorsum=K=V,..;prefixsum=K=V,.." (submit those template
+# configurations instead of a run's bests). Progress: OUTDIR/progress.log.
 set -uo pipefail
 tarball=${1:?usage: bench/step10_exports.sh TARBALL OUTDIR [GPUMODE_DIR]}
 out=${2:?usage: bench/step10_exports.sh TARBALL OUTDIR [GPUMODE_DIR]}
@@ -82,12 +83,17 @@ fi
 
 if [[ "${STEP10_SKIP_LB:-0}" != 1 ]]; then
   log "leaderboard run: start"
-  timeout 600 "$kiln" run --targets vectorsum_v2,prefixsum_v2 --backend cuda --budget "${STEP10_BUDGET:-120s}" \
+  [[ -n "${STEP10_LB_PARAMS:-}" ]] || timeout 600 "$kiln" run --targets vectorsum_v2,prefixsum_v2 --backend cuda --budget "${STEP10_BUDGET:-120s}" \
     --out "$out/lbrun" > "$out/lbrun.log" 2>&1
-  log "leaderboard run: rc=$? $(grep -E '^(vectorsum_v2|prefixsum_v2) ' "$out/lbrun.log" | tail -2 | tr '\n' ' ')"
+  [[ -f "$out/lbrun.log" ]] && log "leaderboard run: rc=$? $(grep -E '^(vectorsum_v2|prefixsum_v2) ' "$out/lbrun.log" | tail -2 | tr '\n' ' ')"
   for p in vectorsum prefixsum; do
     sub="$out/gpumode/$p"
-    timeout 600 "$kiln" export ${p}_v2 --out "$out/lbrun" --format gpumode --to "$sub" > "$out/export_$p.log" 2>&1
+    from=(--out "$out/lbrun")
+    if [[ -n "${STEP10_LB_PARAMS:-}" ]]; then  # "vectorsum=K=V,...;prefixsum=K=V,...": a configuration, no run
+      params=$(tr ';' '\n' <<< "$STEP10_LB_PARAMS" | sed -n "s/^$p=//p")
+      from=(--template --params "$params")
+    fi
+    timeout 600 "$kiln" export ${p}_v2 "${from[@]}" --format gpumode --to "$sub" > "$out/export_$p.log" 2>&1
     log "export ${p}_v2 gpumode: rc=$? $(grep -E '^(wrote|kiln export:)' "$out/export_$p.log" | tr '\n' ' ' | cut -c1-300)"
     [[ -f "$sub/submission.py" && -n "$gm" ]] || continue
     work="$out/gpumode/$p-eval"
