@@ -229,7 +229,8 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   for (const auto& expr : k.constraints) {
     Result<std::string> e = expr_to_cpp(expr, params_only);
     if (!e.is_ok()) continue;  // it names a dim
-    u += "  if (!(" + *e + " != 0.0)) {\n    return \"the configuration does not meet its constraint " +
+    u += "  if (!(" + *e +
+         " != 0.0)) {\n    return \"the configuration does not meet its constraint " +
          quoted(expr).substr(1, quoted(expr).size() - 2) + "\";\n  }\n";
   }
   static const char* kAxis[] = {"x", "y", "z"};
