@@ -4,6 +4,7 @@
 // compiles it for evaluation; `kiln verify` agrees with the record, and says so when it does not.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -241,6 +242,45 @@ TEST_F(CpuExport, TorchAndKernelbenchFilesExposeTheirApi) {
                         &out),
             2);
   EXPECT_NE(out.find("use --format cpp"), std::string::npos) << out;
+}
+
+// Where PyTorch can be imported (KILN_TEST_PYTHON names the interpreter, default python3), the
+// torch export of the cpu best is built as a CPU extension and called: its result is the row sums,
+// an output passed by keyword is written in place, and wrong arguments get errors saying what to
+// do.
+TEST_F(CpuExport, TorchModuleBuildsAndComputesWhereTorchIsInstalled) {
+  const char* env = std::getenv("KILN_TEST_PYTHON");
+  const std::string python = env && *env ? env : "python3";
+  std::string out;
+  if (run_command(python + " -c 'import torch'", &out) != 0) {
+    GTEST_SKIP()
+        << python
+        << " cannot import torch (set KILN_TEST_PYTHON to one that can): the module was checked "
+        << "for its API only";
+  }
+  const std::string to = dir_->file("reduce-torch-run");
+  ASSERT_EQ(run_command(kiln_binary() + " export reduce --out " + run_dir() +
+                            " --format torch --no-verify --to " + to,
+                        &out),
+            0)
+      << out;
+  std::ofstream(to + "/use.py")
+      << "import sys, torch\nsys.path.insert(0, sys.argv[1])\nfrom reduce import reduce\n"
+         "x = torch.randn(37, 1031)\ny = reduce(x)\n"
+         "torch.testing.assert_close(y.double(), x.double().sum(-1), rtol=1e-4, atol=1e-4)\n"
+         "out = torch.empty(37)\nassert reduce(x, y=out) is out and torch.equal(out, y)\n"
+         "for bad, kind, says in ((x.half(), TypeError, 'exported for'),\n"
+         "                        (x.t(), ValueError, 'contiguous'),\n"
+         "                        (x[0], ValueError, 'has 1 dims')):\n"
+         "    try:\n        reduce(bad)\n        raise SystemExit('no error for ' + says)\n"
+         "    except kind as e:\n        assert says in str(e), str(e)\n"
+         "print('ok', tuple(y.shape))\n";
+  ASSERT_EQ(run_command("TORCH_EXTENSIONS_DIR=" + dir_->file("ext") + " " + python + " " + to +
+                            "/use.py " + to,
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("ok (37,)"), std::string::npos) << out;
 }
 
 TEST(ExportErrors, SayWhatToDo) {
