@@ -153,6 +153,7 @@ int run_export(const ExportArgs& a) {
   Result<std::vector<exporter::ExportFile>> files = render(c, format);
   if (!files.is_ok()) return fail(files.status().message(), 2);
   const std::string to = a.to.empty() ? c.target.name + "-" + format : a.to;
+  if (Status s = exporter::check_export_folder(to); !s.is_ok()) return fail(s.message(), 2);
 
   std::printf("kiln export: %s (%s, %s) %s%s%s from %s\n", c.target.name.c_str(), c.backend.c_str(),
               std::string(dtype_name(c.dtype)).c_str(), c.is_template ? "template " : "seed ",

@@ -135,7 +135,7 @@ std::string python_function(const ExportCandidate& c, const std::string& name,
   for (const auto& a : args) {
     if (a.kind == LaunchArg::Kind::kOutput) sig += ", " + a.name + "=None";
     if (a.kind == LaunchArg::Kind::kDim && !inferred.count(a.name)) {
-      sig += ", " + a.name + "=" + std::to_string(c.target.benchmark.at(a.name));
+      sig += ", " + a.name + "=" + std::to_string(c.target.benchmark.at(a.spec_name));
     }
     if (a.kind == LaunchArg::Kind::kScalar) {
       std::string v = a.default_value;
@@ -404,10 +404,11 @@ Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c,
     call += (first ? "" : ", ") + lb.inputs.at(in->name);
     first = false;
   }
-  for (const auto& [name, expr] : lb.outputs) call += ", " + name + "=" + expr;
+  for (const auto& [name, expr] : lb.outputs) call += ", " + code_name(name) + "=" + expr;
   call += ")";
   std::string outs;
-  for (const TargetArg* o : c.target.outputs()) outs += (outs.empty() ? "" : ", ") + o->name;
+  for (const TargetArg* o : c.target.outputs())
+    outs += (outs.empty() ? "" : ", ") + code_name(o->name);
   py += "    " + outs + " = " + call + "\n";
   py += "    return " + lb.result + "\n";
   return std::vector<ExportFile>{{"submission.py", py}};
@@ -435,7 +436,8 @@ Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c,
   py += python_helpers(c) + "\n\n" +
         python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
   std::string ins;
-  for (const TargetArg* in : c.target.inputs()) ins += (ins.empty() ? "" : ", ") + in->name;
+  for (const TargetArg* in : c.target.inputs())
+    ins += (ins.empty() ? "" : ", ") + code_name(in->name);
   py +=
       "class ModelNew(nn.Module):\n"
       "    \"\"\"KernelBench's ModelNew: forward(" +

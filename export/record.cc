@@ -87,10 +87,40 @@ std::string header_note(const ExportCandidate& c, const std::string& format) {
   return n;
 }
 
+Status check_export_folder(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return Status::ok();
+  if (!fs::is_directory(dir, ec))
+    return failed_precondition(dir + " exists and is not a folder: choose another --to");
+  if (fs::exists(fs::path(dir) / kRecordFile, ec) ||
+      fs::directory_iterator(dir, ec) == fs::directory_iterator()) {
+    return Status::ok();
+  }
+  return failed_precondition(
+      dir +
+      " holds other files and no kiln export; kiln writes only into a new or empty "
+      "folder or over an export of its own: choose another --to");
+}
+
 Status write_export(const std::string& dir, const ExportCandidate& c, const std::string& format,
                     const std::vector<ExportFile>& files, const nlohmann::json& verified_here) {
+  KILN_RETURN_IF_ERROR(check_export_folder(dir));
   const fs::path root(dir);
   std::error_code ec;
+  // An earlier export here: its files go, so a folder never mixes two exports.
+  if (fs::exists(root / kRecordFile, ec)) {
+    const nlohmann::json old =
+        nlohmann::json::parse(std::ifstream(root / kRecordFile), nullptr, false);
+    if (old.is_object() && old.contains("files") && old["files"].is_object()) {
+      for (const auto& [name, hash] : old["files"].items()) {
+        if (!name.empty() && name.find("..") == std::string::npos && name.front() != '/')
+          fs::remove(root / name, ec);
+      }
+    }
+    fs::remove_all(root / "kernel", ec);
+    fs::remove_all(root / "target", ec);
+    fs::remove(root / kRecordFile, ec);
+  }
   fs::create_directories(root, ec);
   if (ec) return unavailable("creating " + dir + ": " + ec.message());
   nlohmann::json listed = nlohmann::json::object();
@@ -100,7 +130,6 @@ Status write_export(const std::string& dir, const ExportCandidate& c, const std:
   }
   KILN_RETURN_IF_ERROR(write_text(root / kernel_file(c), c.source));
   // The target's folder as it was loaded (its spec hash is checked on verify).
-  fs::remove_all(root / "target", ec);
   fs::copy(c.target.dir, root / "target", fs::copy_options::recursive, ec);
   if (ec) return unavailable("copying the target folder " + c.target.dir + ": " + ec.message());
   nlohmann::json record = {

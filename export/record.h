@@ -25,7 +25,12 @@ inline constexpr const char* kRecordFile = "kiln-export.json";
 // noise, samples, SM clock, throttled samples) and the fraction of the floor.
 nlohmann::json evaluation_summary(const nlohmann::json& result);
 
-// Writes the export into `dir` (created; files already there with the same names are replaced):
+// OK when `dir` may receive an export: it does not exist, is empty, or holds an earlier kiln export
+// (which write_export replaces); FAILED_PRECONDITION otherwise -- kiln never writes over a folder
+// of other files (a project's own target/, say).
+Status check_export_folder(const std::string& dir);
+
+// Writes the export into `dir` (check_export_folder first; an earlier export there is removed):
 // `files`, kernel/, target/ and the record. `verified_here` is the summary of the evaluation run
 // on this machine before writing, or {"skipped": why}.
 Status write_export(const std::string& dir, const ExportCandidate& c, const std::string& format,

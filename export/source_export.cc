@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <set>
 
 #include "evaluator/prelude.h"
 #include "export/expr_cpp.h"
@@ -97,6 +98,29 @@ std::vector<LaunchArg> only(const std::vector<LaunchArg>& args, LaunchArg::Kind 
 
 }  // namespace
 
+std::string code_name(const std::string& name) {
+  static const std::set<std::string> kKeywords = {
+      // C++
+      "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+      "case", "catch", "char", "class", "compl", "concept", "const", "consteval", "constexpr",
+      "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype",
+      "default", "delete", "do", "double", "dynamic_cast", "else", "enum", "explicit", "export",
+      "extern", "false", "float", "for", "friend", "goto", "if", "inline", "int", "long", "mutable",
+      "namespace", "new", "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq",
+      "private", "protected", "public", "register", "reinterpret_cast", "requires", "return",
+      "short", "signed", "sizeof", "static", "static_assert", "static_cast", "struct", "switch",
+      "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+      "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor",
+      "xor_eq",
+      // names the launcher itself uses
+      "T", "stream", "why", "g", "problem", "device", "dims", "torch",
+      // Python
+      "False", "None", "True", "as", "assert", "async", "await", "def", "del", "elif", "except",
+      "finally", "from", "global", "import", "in", "is", "lambda", "nonlocal", "pass", "raise",
+      "with", "yield"};
+  return kKeywords.count(name) ? name + "_" : name;
+}
+
 std::string export_namespace(const ExportCandidate& c) {
   std::string id = "kiln_";
   for (char ch : c.target.name) id += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
@@ -111,17 +135,20 @@ std::vector<LaunchArg> launch_args(const ExportCandidate& c) {
     l.kind = a.role == TargetArg::Role::kInput    ? LaunchArg::Kind::kInput
              : a.role == TargetArg::Role::kOutput ? LaunchArg::Kind::kOutput
                                                   : LaunchArg::Kind::kScratch;
-    l.name = a.name;
+    l.name = code_name(a.name);
+    l.spec_name = a.name;
     l.dtype = a.dtype == "T" ? c.dtype : parse_dtype(a.dtype).value_or(c.dtype);
     l.ctype = a.dtype == "T" ? "T" : ctype_of(c, l.dtype);
-    l.shape = a.shape;
+    for (const auto& d : a.shape) l.shape.push_back(code_name(d));
     out.push_back(l);
   }
-  for (const auto& d : c.target.dims)
-    out.push_back({LaunchArg::Kind::kDim, d, dim_type(c), DType::kI64, {}, ""});
+  for (const auto& d : c.target.dims) {
+    out.push_back({LaunchArg::Kind::kDim, code_name(d), d, dim_type(c), DType::kI64, {}, ""});
+  }
   for (const auto* s : c.target.scalars()) {
     const bool i64 = s->scalar_type == "i64";
     LaunchArg l{LaunchArg::Kind::kScalar,
+                code_name(s->name),
                 s->name,
                 i64 ? dim_type(c) : "float",
                 i64 ? DType::kI64 : DType::kF32,
@@ -204,7 +231,8 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   u += "namespace " + export_namespace(c) + " {\nnamespace {\n\n";
   u += "// Every dim as a double, as kiln's expressions see it.\n#define KILN_DIM_DOUBLES";
   for (const auto& d : c.target.dims)
-    u += " const double d_" + d + " = static_cast<double>(" + d + "); (void)d_" + d + ";";
+    u +=
+        " const double d_" + d + " = static_cast<double>(" + code_name(d) + "); (void)d_" + d + ";";
   u += "\n\nbool whole(double v, double lo, double hi) { return v == v && v >= lo && v <= hi && v "
        "== static_cast<double>(static_cast<long long>(v)); }\n\n";
   u += "std::string shape_text(" + dims + ") {\n  return std::string()";

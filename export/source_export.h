@@ -22,14 +22,19 @@ struct ExportFile {
 // the order of `args`, then every dim, then the scalars.
 struct LaunchArg {
   enum class Kind { kInput, kOutput, kScratch, kDim, kScalar } kind = Kind::kInput;
-  std::string name;
+  std::string name;                // code_name() of the spec's name
+  std::string spec_name;           // as target.json spells it
   std::string ctype;               // element type of a tensor, or the type of a dim or scalar
   DType dtype = DType::kF32;       // tensors: element dtype
   std::vector<std::string> shape;  // tensors: dim names
   std::string default_value;       // scalars: the value kiln verified with, as C++ text
 };
 
-// The launcher's arguments for `c` (cuda or cpu types).
+// `name` (an arg or dim of the target) as an identifier in C++ and Python: itself, or with a '_'
+// appended when it is a keyword of either ("class", "lambda", "from", ...).
+std::string code_name(const std::string& name);
+
+// The launcher's arguments for `c` (cuda or cpu types), named by code_name().
 std::vector<LaunchArg> launch_args(const ExportCandidate& c);
 
 // The C++ identifier of the export's namespace: "kiln_" + the target's name made an identifier.

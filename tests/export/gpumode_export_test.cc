@@ -91,3 +91,76 @@ TEST(GpumodeExport, RefusesATaskThatNeedsBitExactAgreement) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Export folders: kiln writes only into a new or empty folder or over its own export (whose files
+// it removes first), and names that are keywords in C++ or Python still give code that builds.
+TEST(ExportFolder, NeverWritesOverOtherFilesAndReplacesItsOwnExport) {
+  TempDir d;
+  std::filesystem::create_directories(d.file("project/target"));
+  std::ofstream(d.file("project/Cargo.toml")) << "[package]\n";
+  std::string out;
+  EXPECT_EQ(run_command(kiln_binary() + " export reduce --seed --backend cpu --no-verify --to " +
+                            d.file("project"),
+                        &out),
+            2);
+  EXPECT_NE(out.find("holds other files and no kiln export"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(d.file("project/target")));
+
+  ASSERT_EQ(run_command(kiln_binary() +
+                            " export reduce --seed --backend cpu --format torch --no-verify --to " +
+                            d.file("e"),
+                        &out),
+            0)
+      << out;
+  EXPECT_TRUE(std::filesystem::exists(d.file("e/reduce.py")));
+  ASSERT_EQ(run_command(kiln_binary() +
+                            " export reduce --seed --backend cpu --format cpp --no-verify --to " +
+                            d.file("e"),
+                        &out),
+            0)
+      << out;
+  EXPECT_FALSE(
+      std::filesystem::exists(d.file("e/reduce.py")));  // the torch export's own file is gone
+  EXPECT_TRUE(std::filesystem::exists(d.file("e/reduce.h")));
+  EXPECT_EQ(nlohmann::json::parse(read_file(d.file("e/kiln-export.json")))["format"], "cpp");
+}
+
+TEST(ExportFolder, KeywordNamesGiveCodeThatBuilds) {
+  TempDir d;
+  std::filesystem::create_directories(d.file("mine"));
+  std::filesystem::copy(default_targets_dir() + "/reduce", d.file("mine/reduce"),
+                        std::filesystem::copy_options::recursive);
+  std::string spec = read_file(d.file("mine/reduce/target.json"));
+  for (auto [from, to] :
+       {std::pair<std::string, std::string>{"\"x\"", "\"lambda\""}, {"\"y\"", "\"class\""}}) {
+    for (size_t at = spec.find(from); at != std::string::npos;
+         at = spec.find(from, at + to.size())) {
+      spec.replace(at, from.size(), to);
+    }
+  }
+  std::ofstream(d.file("mine/reduce/target.json")) << spec;
+  std::string out;
+  ASSERT_EQ(run_command(kiln_binary() + " export reduce --targets-dir " + d.file("mine") +
+                            " --seed --backend cpu --format torch --no-verify --to " + d.file("e"),
+                        &out),
+            0)
+      << out;
+  EXPECT_EQ(
+      run_command("cd " + d.file("e") + " && c++ -std=c++17 -c reduce.cc -o reduce.o 2>&1", &out),
+      0)
+      << out;
+  EXPECT_EQ(run_command("python3 -c \"import ast; ast.parse(open('" + d.file("e/reduce.py") +
+                            "').read())\" 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(read_file(d.file("e/reduce.py")).find("def reduce(lambda_, *, class_=None)"),
+            std::string::npos)
+      << read_file(d.file("e/reduce.py"));
+}
+
+}  // namespace
+}  // namespace kiln
