@@ -38,17 +38,7 @@ if [[ "${STEP7_SKIP_CHECK:-0}" != 1 ]]; then
   log "gpu_check: rc=$? $(tail -1 "$out/gpu_check.log")"
 fi
 
-declare -A best=(
-  [rmsnorm]="BLOCK=512,ELEMS=16,HINT=0,ROWS=1,WREG=0"
-  [softmax]="BLOCK=512,ELEMS=16,HINT=0,ROWS=1"
-  [reduce]="BLOCK=256,CHUNK=8192,GRID=0,HINT=3,STAGES=4,TMA=0,TPR=256,UNROLL=2"
-  [layernorm]="G=0,HINT=0,ITEMS=4,OCC=0,RPB=1,TPR=128,VB=16"
-  [rotary_embedding]="BLOCK=128,HINT=0,HT=2,MINB=0,TX=8,UNR=2,VB=16"
-  [cross_entropy]="BLOCK=1024,OCC=1,UNROLL=2"
-  [matmul]="BK=64,BM=128,BN=256,CL=0,IMPL=1,PERS=0,STAGES=4,WM=1,WN=1"
-  [flash_attention]="BN=128,IMPL=1,PIPE=0,RM=1,STAGES=2,WARPS=8"
-  [fused_mlp]="ARCH=1,BN=256,GRID=132,NG=2,STAGES=4,WG=2,WIDE=0"
-)
+source "$repo/bench/best_configs.sh"
 targets=${STEP7_TARGETS:-rmsnorm,softmax,reduce,layernorm,rotary_embedding,cross_entropy,matmul,flash_attention,fused_mlp}
 mkdir -p "$out/evals"
 : > "$out/medians.tsv"

@@ -283,6 +283,25 @@ std::string module_name(const ExportCandidate& c) {
          (c.candidate_id.empty() ? std::string("direct") : c.candidate_id.substr(0, 12));
 }
 
+// The body of a one-file export: the CUDA source and the binding's declaration inline, the
+// extension built with load_inline at import, and the checking wrapper _kiln_<target>.
+Result<std::string> inline_module(const ExportCandidate& c) {
+  KILN_ASSIGN_OR_RETURN(std::string header, inline_header(c));
+  KILN_ASSIGN_OR_RETURN(std::string unit, kernel_unit(c, ""));
+  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(binding_includes(c) + header + "\n" + unit +
+                                                        "\n" + binding_function(c)));
+  std::string py =
+      "_CUDA_SRC = " + cuda_text + "\n\n_CPP_SRC = " + py_str(binding_declaration(c)) + "\n\n";
+  py += "os.environ.setdefault(\"TORCH_CUDA_ARCH_LIST\", " + py_str(arch_list(c)) + ")\n";
+  py += "_EXT = load_inline(name=" + py_str(module_name(c)) +
+        ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
+        "                   functions=[\"kiln_launch\"], extra_cflags=[\"-O3\", \"-std=c++17\"],\n"
+        "                   extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n\n";
+  py += python_helpers(c) + "\n\n" +
+        python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
+  return py;
+}
+
 }  // namespace
 
 std::string torch_dtype(DType dtype) {
@@ -379,24 +398,13 @@ Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c,
   if (!is_cuda(c))
     return failed_precondition("a GPU MODE submission needs a kernel of the cuda backend, not " +
                                c.backend);
-  KILN_ASSIGN_OR_RETURN(std::string header, inline_header(c));
-  KILN_ASSIGN_OR_RETURN(std::string unit, kernel_unit(c, ""));
-  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(binding_includes(c) + header + "\n" + unit +
-                                                        "\n" + binding_function(c)));
   std::string py = "#!POPCORN leaderboard " + lb.task + "\n";
   for (const auto& g : lb.gpus) py += "#!POPCORN gpu " + g + "\n";
   py += "\n" + python_comment(header_note);
   py += "import os\n\nimport torch\nfrom torch.utils.cpp_extension import load_inline\n\n";
   py += "from task import input_t, output_t\n\n";
-  py += "_CUDA_SRC = " + cuda_text + "\n\n";
-  py += "_CPP_SRC = " + py_str(binding_declaration(c)) + "\n\n";
-  py += "os.environ.setdefault(\"TORCH_CUDA_ARCH_LIST\", " + py_str(arch_list(c)) + ")\n";
-  py += "_EXT = load_inline(name=" + py_str(module_name(c)) +
-        ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
-        "                   functions=[\"kiln_launch\"], extra_cflags=[\"-O3\", \"-std=c++17\"],\n"
-        "                   extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n\n";
-  py += python_helpers(c) + "\n\n" +
-        python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
+  KILN_ASSIGN_OR_RETURN(std::string inlined, inline_module(c));
+  py += inlined;
   py += "def custom_kernel(data: input_t) -> output_t:\n";
   std::string call = "_kiln_" + c.target.name + "(";
   bool first = true;
@@ -419,22 +427,12 @@ Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c,
   if (!is_cuda(c))
     return failed_precondition("a KernelBench ModelNew needs a kernel of the cuda backend, not " +
                                c.backend);
-  KILN_ASSIGN_OR_RETURN(std::string header, inline_header(c));
-  KILN_ASSIGN_OR_RETURN(std::string unit, kernel_unit(c, ""));
-  KILN_ASSIGN_OR_RETURN(std::string cuda_text, py_block(binding_includes(c) + header + "\n" + unit +
-                                                        "\n" + binding_function(c)));
   std::string py = python_comment(header_note);
   py +=
       "import os\n\nimport torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import "
       "load_inline\n\n";
-  py += "_CUDA_SRC = " + cuda_text + "\n\n_CPP_SRC = " + py_str(binding_declaration(c)) + "\n\n";
-  py += "os.environ.setdefault(\"TORCH_CUDA_ARCH_LIST\", " + py_str(arch_list(c)) + ")\n";
-  py += "_EXT = load_inline(name=" + py_str(module_name(c)) +
-        ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
-        "                   functions=[\"kiln_launch\"], extra_cflags=[\"-O3\", \"-std=c++17\"],\n"
-        "                   extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n\n";
-  py += python_helpers(c) + "\n\n" +
-        python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
+  KILN_ASSIGN_OR_RETURN(std::string inlined, inline_module(c));
+  py += inlined;
   std::string ins;
   for (const TargetArg* in : c.target.inputs())
     ins += (ins.empty() ? "" : ", ") + code_name(in->name);
