@@ -142,8 +142,14 @@ proto::EvaluateTask Engine::task_for(const TargetSearch& st, const std::string& 
   task.gpu_model = st.gpu_model;
   task.spec_hash = st.spec.spec_hash;
   // Template configurations (and children of them) carry the template's parameters; the seed and
-  // its rewrites carry none. The evaluator takes the kernel's geometry from the kind it is told.
-  task.kind = std::string(params.empty() ? proto::kKindSeed : proto::kKindTemplate);
+  // its rewrites carry none, or only the seed's own defines. The evaluator takes the kernel's
+  // entry point and geometry from the kind it is told.
+  bool from_template = false;
+  if (st.backend && st.backend->tunable) {
+    for (const auto& [name, values] : st.backend->tunable->space)
+      from_template |= params.count(name) > 0;
+  }
+  task.kind = std::string(from_template ? proto::kKindTemplate : proto::kKindSeed);
   task.source = source;
   task.params = params;
   task.dtypes = {std::string(dtype_name(st.dtype))};

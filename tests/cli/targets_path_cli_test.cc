@@ -71,5 +71,32 @@ TEST(TargetsPathCli, ARunSearchesAnOwnTargetAndABuiltInOneTogether) {
   for (const auto& t : summary) EXPECT_GT(t["evaluations"].get<int>(), 0) << t.dump();
 }
 
+// A seed with defines of its own (target.json's "defines") is still the seed: its task names the
+// seed's entry point and geometry, not the template's (the coordinator once chose by whether a
+// task carried any parameters).
+TEST(TargetsPathCli, ASeedWithItsOwnDefinesIsEvaluatedAsTheSeed) {
+  testing::TempDir dir;
+  const std::string mine = dir.file("mine");
+  fs::create_directories(mine);
+  fs::copy(default_targets_dir() + "/reduce", mine + "/seeddef", fs::copy_options::recursive);
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(mine + "/seeddef/target.json"));
+  spec["name"] = "seeddef";
+  spec["backends"]["cpu"]["seed"]["defines"] = {{"SEED_LANES", "1"}};
+  std::ofstream(mine + "/seeddef/target.json") << spec.dump(2);
+  const std::string out = dir.file("run");
+  std::string text;
+  ASSERT_EQ(run_command(kiln_binary() + " run --backend cpu --targets seeddef --targets-dir " +
+                            mine + " --patience 2 --budget 15s --evaluators 1 --out " + out +
+                            " --cache-dir " + dir.file("cache") + " 2>&1",
+                        &text),
+            0)
+      << text;
+  nlohmann::json summary =
+      nlohmann::json::parse(std::ifstream(out + "/summary.json"), nullptr, false);
+  ASSERT_TRUE(summary.is_array() && summary.size() == 1) << text;
+  EXPECT_GT(summary[0]["seed_us"].get<double>(), 0) << summary.dump();  // the seed verified
+  EXPECT_GT(summary[0]["evaluations"].get<int>(), 1) << summary.dump();
+}
+
 }  // namespace
 }  // namespace kiln
