@@ -283,6 +283,9 @@ std::string module_name(const ExportCandidate& c) {
          (c.candidate_id.empty() ? std::string("direct") : c.candidate_id.substr(0, 12));
 }
 
+// No -std in the flags of either build: torch passes the C++ standard its own headers need (C++17
+// up to 2.11, C++20 later), and kiln's kernels and launchers build under both.
+
 // The body of a one-file export: the CUDA source and the binding's declaration inline, the
 // extension built with load_inline at import, and the checking wrapper _kiln_<target>.
 Result<std::string> inline_module(const ExportCandidate& c) {
@@ -295,8 +298,8 @@ Result<std::string> inline_module(const ExportCandidate& c) {
   py += "os.environ.setdefault(\"TORCH_CUDA_ARCH_LIST\", " + py_str(arch_list(c)) + ")\n";
   py += "_EXT = load_inline(name=" + py_str(module_name(c)) +
         ", cpp_sources=[_CPP_SRC], cuda_sources=[_CUDA_SRC],\n"
-        "                   functions=[\"kiln_launch\"], extra_cflags=[\"-O3\", \"-std=c++17\"],\n"
-        "                   extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n\n";
+        "                   functions=[\"kiln_launch\"], extra_cflags=[\"-O3\"],\n"
+        "                   extra_cuda_cflags=[\"-O3\"])\n\n";
   py += python_helpers(c) + "\n\n" +
         python_function(c, "_kiln_" + c.target.name, "_EXT.kiln_launch") + "\n\n";
   return py;
@@ -360,8 +363,8 @@ Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c,
           "                        sources=[os.path.join(_HERE, " +
           py_str(unit) + "), os.path.join(_HERE, " + py_str(binding_name) +
           ")],\n"
-          "                        extra_cflags=[\"-O3\", \"-std=c++17\"], "
-          "extra_cuda_cflags=[\"-O3\", \"-std=c++17\"])\n"
+          "                        extra_cflags=[\"-O3\"], "
+          "extra_cuda_cflags=[\"-O3\"])\n"
           "        finally:\n"
           "            if saved is None:\n                os.environ.pop(\"TORCH_CUDA_ARCH_LIST\", "
           "None)\n"
@@ -372,7 +375,7 @@ Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c,
           "                    sources=[os.path.join(_HERE, " +
           py_str(unit) + "), os.path.join(_HERE, " + py_str(binding_name) +
           ")],\n"
-          "                    extra_cflags=[\"-O3\", \"-march=native\", \"-std=c++17\"])\n";
+          "                    extra_cflags=[\"-O3\", \"-march=native\"])\n";
   }
   py += "    return _EXT\n\n\n";
   py += python_function(c, c.target.name, "_ext().kiln_launch");
