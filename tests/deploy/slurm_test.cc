@@ -143,14 +143,19 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
   const std::string name = "kiln-slurm";
   submit(name, 60);
   ASSERT_TRUE(wait_for([&] { return tasks_done(name) >= 3; }, 90)) << context(name);
-  // Cancel evaluator 1's step, as an operator (or a node failure) would.
-  std::string steps;
-  slurm("squeue -h -s -j " + job_ + " -o '%i %j'", &steps);
-  std::string step;
-  std::istringstream lines(steps);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.find("evaluator-1") != std::string::npos) step = line.substr(0, line.find(' '));
-  }
+  // Cancel evaluator 1's step, as an operator (or a node failure) would. Tasks done by the others
+  // say nothing of whether its step has started yet: wait until squeue lists it.
+  std::string steps, step;
+  wait_for(
+      [&] {
+        slurm("squeue -h -s -j " + job_ + " -o '%i %j'", &steps);
+        std::istringstream lines(steps);
+        for (std::string line; std::getline(lines, line);) {
+          if (line.find("evaluator-1") != std::string::npos) step = line.substr(0, line.find(' '));
+        }
+        return !step.empty();
+      },
+      60);
   ASSERT_FALSE(step.empty()) << steps;
   std::string out;
   ASSERT_EQ(slurm("scancel " + step + " 2>&1", &out), 0) << out;
