@@ -8,6 +8,7 @@
 #include "evaluator/result_json.h"
 #include "shared/hash.h"
 #include "shared/protocol.h"
+#include "shared/redis_keys.h"
 #include "shared/redis_store.h"
 #include "shared/target_path.h"
 
@@ -15,9 +16,11 @@ namespace kiln::exporter {
 namespace fs = std::filesystem;
 namespace {
 
-// The population's name in a run: "target" or "target@model" (coordinator::unit_key).
+// The population's name in a run: "target" or "target@model" with the model made a key component,
+// as coordinator::unit_key spells it ("reduce@NVIDIA_H100_80GB_HBM3"); the best file and the
+// Redis status of a population carry that name.
 std::string unit_of(const std::string& target, const std::string& gpu_model) {
-  return gpu_model.empty() ? target : target + "@" + gpu_model;
+  return gpu_model.empty() ? target : target + "@" + redis::keys::safe_key_component(gpu_model);
 }
 
 // Chooses the population among `units` (the target's names in the run) for `sel`.
