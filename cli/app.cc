@@ -17,6 +17,7 @@
 #include "cli/export_cmd.h"
 #include "cli/keys_cmd.h"
 #include "cli/profile_cmd.h"
+#include "cli/report_cmd.h"
 #include "cli/run_cmd.h"
 #include "cli/selftest_cmd.h"
 #include "cli/status_cmd.h"
@@ -34,15 +35,6 @@ constexpr const char* kDescription =
     "A coordinator keeps verified candidate kernels per target and GPU model in Redis, fans\n"
     "proposal and evaluation tasks out over ZeroMQ to agents and one evaluator per GPU, and keeps\n"
     "the fastest verified kernels. `kiln run` does it all on one machine.";
-
-// A subcommand that a later step of the plan fills in says so plainly instead of pretending.
-int not_yet(const std::string& name, const std::string& step) {
-  std::fprintf(stderr,
-               "kiln %s: not available in this build yet (planned for %s of kiln's plan); `kiln "
-               "status` and the run folder's summary.json show a run's standing today.\n",
-               name.c_str(), step.c_str());
-  return 2;
-}
 
 }  // namespace
 
@@ -89,21 +81,7 @@ int run_app(int argc, char** argv) {
   add_deploy_command(app, action);
   add_export_command(app, action);
   add_verify_command(app, action);
-
-  struct Planned {
-    const char* name;
-    const char* help;
-    const char* step;
-  };
-  static constexpr Planned kPlanned[] = {
-      {"report", "Summarise a run: speedups, floors, search history (not yet built)", "step 11"},
-  };
-  for (const auto& p : kPlanned) {
-    auto* sub = app.add_subcommand(p.name, p.help);
-    sub->allow_extras();
-    std::string name = p.name, step = p.step;
-    sub->callback([&action, name, step] { action = [name, step] { return not_yet(name, step); }; });
-  }
+  add_report_command(app, action);
 
   try {
     app.parse(argc, argv);

@@ -14,6 +14,7 @@ using json = nlohmann::json;
 
 constexpr int kUid = 10001;
 constexpr int kCoordinatorPort = 5555;
+constexpr int kHttpPort = 9464;  // the coordinator's /status, /metrics and probes (docs/observe.md)
 constexpr int kRedisPort = 6379;
 constexpr int kSecretMode = 0400;
 
@@ -80,6 +81,14 @@ json home_env() { return {{"name", "HOME"}, {"value", "/tmp"}}; }
 
 json tmp_volume() { return {{"name", "tmp"}, {"emptyDir", json::object()}}; }
 json tmp_mount() { return {{"name", "tmp"}, {"mountPath", "/tmp"}}; }
+
+// The coordinator's own probes: /healthz (its search loop is alive) and /readyz (it searches).
+json http_probe(const char* path, int initial_s, int period_s) {
+  return {{"httpGet", {{"path", path}, {"port", "http"}}},
+          {"initialDelaySeconds", initial_s},
+          {"periodSeconds", period_s},
+          {"failureThreshold", 6}};
+}
 
 json tcp_probe(int port, int initial_s, int period_s) {
   return {{"tcpSocket", {{"port", port}}},
@@ -178,7 +187,9 @@ std::vector<json> coordinator_docs(const K8sOptions& o) {
                   {"metadata", metadata(o, "kiln-coordinator", "coordinator")},
                   {"spec",
                    {{"selector", labels("coordinator")},
-                    {"ports", {{{"name", "zmq"}, {"port", kCoordinatorPort}}}}}}};
+                    {"ports",
+                     {{{"name", "zmq"}, {"port", kCoordinatorPort}},
+                      {{"name", "http"}, {"port", kHttpPort}}}}}}};
   json claim_spec = {{"accessModes", {"ReadWriteOnce"}},
                      {"resources", {{"requests", {{"storage", "1Gi"}}}}}};
   if (!o.storage_class.empty()) claim_spec["storageClassName"] = o.storage_class;
@@ -207,6 +218,8 @@ std::vector<json> coordinator_docs(const K8sOptions& o) {
                keys + "/allow",
                "--out",
                "/data/out",
+               "--http",
+               "0.0.0.0:" + std::to_string(kHttpPort),
                "--resume-if-any"};
   if (!o.targets.empty()) args.insert(args.begin() + 1, {"--targets", o.targets});
   json pod = {{"volumes",
@@ -220,10 +233,12 @@ std::vector<json> coordinator_docs(const K8sOptions& o) {
         {"command", {"kiln"}},
         {"args", args},
         {"env", {home_env()}},
-        {"ports", {{{"name", "zmq"}, {"containerPort", kCoordinatorPort}}}},
+        {"ports",
+         {{{"name", "zmq"}, {"containerPort", kCoordinatorPort}},
+          {{"name", "http"}, {"containerPort", kHttpPort}}}},
         {"volumeMounts", {keys_mount(), tmp_mount(), {{"name", "output"}, {"mountPath", "/data"}}}},
-        {"readinessProbe", tcp_probe(kCoordinatorPort, 5, 10)},
-        {"livenessProbe", tcp_probe(kCoordinatorPort, 30, 20)},
+        {"readinessProbe", http_probe("/readyz", 5, 10)},
+        {"livenessProbe", http_probe("/healthz", 30, 20)},
         {"resources", {{"requests", {{"cpu", "2"}, {"memory", "4Gi"}}}}},
         {"securityContext", container_security()}}});
   return {service, claim, job(o, "kiln-coordinator", "coordinator", 1, pod)};

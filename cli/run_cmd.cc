@@ -42,6 +42,8 @@
 #include "cli/resume_command.h"
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
+#include "coordinator/run_observer.h"
+#include "coordinator/status_server.h"
 #include "evaluator/cuda/cuda_probe.h"
 #include "evaluator/profile/plan.h"
 #include "evaluator/result_json.h"
@@ -50,6 +52,7 @@
 #include "shared/config.h"
 #include "shared/endpoint.h"
 #include "shared/fatal.h"
+#include "shared/http_server.h"
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
@@ -93,6 +96,9 @@ struct RunArgs {
   bool no_profile_guidance = false;
   CoordinatorCurveArgs curve;       // --curve-secret, --allow, --insecure (docs/security.md)
   std::string redis_password_file;  // --redis-password-file
+  // --http HOST:PORT: /status, /metrics, /healthz, /readyz and a live page (docs/observe.md);
+  // "off" or "": none. Off by default on `kiln run`, on (loopback) on `kiln coordinator`.
+  std::string http;
 };
 
 std::atomic<bool> g_stop{false};
@@ -241,6 +247,28 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
     std::ofstream(fs::path(out) / "best" / (coordinator::unit_key(r.target, r.gpu_model) + ".json")) << best.dump(2) << "\n";
   }
   std::ofstream(fs::path(out) / "summary.json") << summary.dump(2) << "\n";
+  // The run itself, and what LLM models cost and gained as this coordinator saw it (for `kiln
+  // report`, docs/report.md).
+  std::ofstream(fs::path(out) / "run.json")
+      << nlohmann::json({{"run_id", engine.record().id},
+                         {"backend", backend},
+                         {"state", engine.finished() ? "finished" : "stopped"},
+                         {"spent_s", engine.search_seconds()}})
+             .dump(2)
+      << "\n";
+  if (!engine.llm_use().empty()) {
+    nlohmann::json models = nlohmann::json::array();
+    for (const auto& [name, u] : engine.llm_use()) {
+      models.push_back({{"model", name},
+                        {"calls", u.calls},
+                        {"input_tokens", u.input_tokens},
+                        {"output_tokens", u.output_tokens},
+                        {"cost_usd", u.cost_usd},
+                        {"accepted", u.accepted}});
+    }
+    std::ofstream(fs::path(out) / "llm-usage.json")
+        << nlohmann::json({{"models", models}}).dump(2) << "\n";
+  }
   std::ofstream all(fs::path(out) / "results.jsonl");
   for (const auto& res : engine.results()) {
     nlohmann::json row = eval::result_to_json(res);
@@ -255,6 +283,11 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
       row["retime"] = c->kind == coordinator::TaskKind::kRetime;
       row["verdict"] = std::string(coordinator::verdict_name(c->verdict));
       row["source_sha256"] = c->source_sha256;
+      row["parent"] = c->parent_id;
+      row["op"] = c->op;
+      row["island"] = c->island;
+      if (!c->model.empty()) row["model"] = c->model;
+      if (c->at_s >= 0) row["at_s"] = c->at_s;
     }
     all << row.dump() << "\n";
   }
@@ -302,6 +335,11 @@ int run_search(const RunArgs& args) {
         "machines, use `kiln coordinator`");
   }
   if (a.coordinator_mode && a.in_flight == 0) return fail("--in-flight must be at least 1");
+  const bool http_on = !a.http.empty() && a.http != "off";
+  if (http_on) {
+    if (Result<std::pair<std::string, uint16_t>> hp = net::parse_host_port(a.http); !hp.is_ok())
+      return fail("--http: " + hp.status().message() + "; or off");
+  }
   if (!a.backend.empty() && a.backend != "cuda" && a.backend != "cpu") {
     return fail("unknown backend '" + a.backend + "' for --backend (valid: cuda, cpu)");
   }
@@ -602,6 +640,41 @@ int run_search(const RunArgs& args) {
                runnable.size(), backend.c_str(), count, static_cast<long long>(total_budget.count()),
                redis_url_for_display(url).c_str(), out.c_str());
 
+  // The HTTP endpoints: documents built on this thread once a turn, served by the server's own.
+  coordinator::RunObserver observer({a.coordinator_mode ? "coordinator" : "run", backend,
+                                     static_cast<double>(total_budget.count())});
+  std::unique_ptr<coordinator::StatusServer> http;
+  if (http_on) {
+    coordinator::StatusServerOptions so;
+    so.bind = a.http;
+    // Alive while the loop could still be waiting out a Redis outage (--redis-retry), plus a
+    // minute.
+    so.stall_after = std::chrono::milliseconds(ro.reconnect_for_ms) + std::chrono::minutes(1);
+    Result<std::unique_ptr<coordinator::StatusServer>> started =
+        coordinator::StatusServer::start(so);
+    if (!started.is_ok() && a.coordinator_mode && !a.given.count("http")) {
+      // The default address is taken (another coordinator on this host): a free port instead of
+      // failing a run that never asked for HTTP by name.
+      std::fprintf(stderr, "%s: warning: --http %s: %s; serving on a free loopback port instead\n",
+                   who, a.http.c_str(), started.status().message().c_str());
+      so.bind = "127.0.0.1:0";
+      started = coordinator::StatusServer::start(so);
+    }
+    if (!started.is_ok()) return fail("--http: " + started.status().message());
+    http = std::move(started).value();
+    std::fprintf(stderr, "%s: status page %s/ (also /status, /metrics, /healthz, /readyz)\n", who,
+                 http->url().c_str());
+    std::ofstream(out + "/http") << http->url() << "\n";
+  }
+  auto publish_http = [&] {
+    if (!http) return;
+    observer.observe(engine, **dispatcher, &store);
+    const bool over = engine.finished() || g_stop.load();
+    http->publish(observer.status_json(), observer.metrics_text(), !over,
+                  engine.finished() ? "the run is over" : "the coordinator is stopping");
+  };
+  publish_http();
+
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
   const bool tty = isatty(STDERR_FILENO);
@@ -617,6 +690,7 @@ int run_search(const RunArgs& args) {
   Status ran = engine.run(g_stop, [&](const std::vector<coordinator::TargetReport>& reports) {
     workers.supervise();  // a local worker that died is started again
     publish(reports);
+    publish_http();
     if (!tty) {
       std::fputs(progress_lines.update(reports, ProgressLines::Clock::now()).c_str(), stderr);
       return;
@@ -638,6 +712,7 @@ int run_search(const RunArgs& args) {
   }
   workers.stop_all();
   publish(engine.reports());
+  publish_http();
   if (!ran.is_ok()) {
     report_fatal(std::string(who) + ": the search stopped: " + ran.to_string());
     std::fprintf(stderr, "%s: the search state is in Redis%s; once it is reachable again, continue with: %s\n", who,
@@ -711,7 +786,8 @@ void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a)
 
 // Which options the command line named: a resume keeps the run's own for the others.
 void note_given(CLI::App* sub, RunArgs& a) {
-  for (const char* o : {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators"}) {
+  for (const char* o :
+       {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators", "http"}) {
     const CLI::Option* given = sub->get_option_no_throw(std::string("--") + o);
     if (given && given->count() > 0) a.given.insert(o);
   }
@@ -750,6 +826,13 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
   add_redis_password_option(sub, a->redis_password_file);
   add_coordinator_curve_options(sub, a->curve, false);
   sub->add_option("--out", a->out, "Output folder")->capture_default_str();
+  a->http = "127.0.0.1:9464";
+  sub->add_option(
+         "--http", a->http,
+         "Serve /status (JSON), /metrics (Prometheus), /healthz, /readyz and a live page at\n"
+         "HOST:PORT (docs/observe.md); 0.0.0.0:9464 for other machines (a Prometheus, the\n"
+         "Kubernetes probes); port 0 picks a free one (written to <out>/http); off: none")
+      ->capture_default_str();
   sub->add_flag("--resume", a->resume,
                 "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
                 "coordinator stopped; options not given keep the run's");
@@ -783,6 +866,10 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
                   "<out>/keys)")
       ->capture_default_str();
   add_coordinator_curve_options(sub, a->curve, true);
+  sub->add_option("--http", a->http,
+                  "Also serve /status, /metrics, /healthz, /readyz and a live page at HOST:PORT\n"
+                  "(docs/observe.md), e.g. 127.0.0.1:9464; port 0 picks a free one (written to\n"
+                  "<out>/http). Default: off");
   sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
   sub->add_option("--cache-dir", a->cache_dir,
                   "Compile/reference/ceilings cache (default: ~/.cache/kiln)");

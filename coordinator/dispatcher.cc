@@ -525,4 +525,17 @@ void Dispatcher::shutdown(std::string_view code, const std::string& reason) {
   for (const auto& [peer, w] : workers_) send(peer, proto::Bye{reason, std::string(code)});
 }
 
+std::vector<WorkerView> Dispatcher::worker_views() const {
+  std::map<std::string, size_t> proposals;  // agents hold proposals, not leased tasks
+  for (const auto& [id, f] : proposals_in_flight_) ++proposals[f.peer];
+  std::vector<WorkerView> out;
+  for (const auto& [peer, w] : workers_) {
+    const proto::Hello& h = w.hello;
+    auto p = proposals.find(peer);
+    out.push_back({h.worker_id, h.role, h.node, h.gpu_model, h.arch, h.version, h.backends,
+                   h.capacity, w.credits, w.tasks.size() + (p == proposals.end() ? 0 : p->second)});
+  }
+  return out;
+}
+
 }  // namespace kiln::coordinator

@@ -66,6 +66,20 @@ struct DispatcherOptions {
   bool exact_gpu_models = false;
 };
 
+// A connected worker as its hello described it, with what it holds now (for /status).
+struct WorkerView {
+  std::string worker_id;
+  std::string role;  // proto::kRoleEvaluator or kRoleAgent
+  std::string node;
+  std::string gpu_model;
+  std::string arch;
+  std::string version;
+  std::vector<std::string> backends;
+  uint32_t capacity = 0;
+  uint32_t credits = 0;  // tasks it asked for and has not been given
+  size_t in_flight = 0;  // tasks (evaluations or proposals) it holds
+};
+
 // A task given up on, with why.
 struct Quarantined {
   proto::EvaluateTask task;
@@ -129,6 +143,10 @@ class Dispatcher {
   // The GPU models of the connected evaluators of `backend` ("" for one that names none).
   std::set<std::string> evaluator_gpu_models(const std::string& backend) const;
   size_t proposals_pending() const { return proposal_queue_.size() + proposals_in_flight_.size(); }
+  size_t proposals_queued() const { return proposal_queue_.size(); }
+  size_t proposals_in_flight() const { return proposals_in_flight_.size(); }
+  // Every connected worker, in routing-id order.
+  std::vector<WorkerView> worker_views() const;
   const std::vector<Quarantined>& quarantined() const { return quarantined_; }
   const DispatchStats& stats() const { return stats_; }
   // Handshakes admitted and refused by the ZAP handler (all zero without CURVE).

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "evaluator/evaluation.h"
 #include "shared/hash.h"
@@ -181,6 +182,7 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
     e.island = subject.island;
     e.parent = subject.parent_id;
     e.op = subject.op;
+    e.model = p.model;
     e.generation = subject.generation;
     e.parent_us = p.parent.median_us;
     e.parent_noise = p.parent.noise_rel;
@@ -276,6 +278,13 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
   asked_.erase(it);
   TargetSearch& st = *targets_[asked.target];
   st.agent_answered();
+  for (const proto::ModelUsage& u : proposal.usage) {  // spent whether or not it yielded a kernel
+    LlmUse& use = llm_use_[u.model];
+    use.calls += u.calls;
+    use.input_tokens += u.input_tokens;
+    use.output_tokens += u.output_tokens;
+    if (std::isfinite(u.cost_usd) && u.cost_usd > 0) use.cost_usd += u.cost_usd;
+  }
   if (!proposal.error.empty() || proposal.candidates.empty()) {
     ++agent_stats_.failed;
     spdlog::info("{}: agent proposal {}: {}", st.spec.name, proposal.task_id,
@@ -305,6 +314,7 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
     p.child.op = agent_operator(c.operator_name);
     p.child.generation = asked.parent.generation + 1;
     p.child.island = asked.island;
+    p.model = c.model;
     ++agent_stats_.children;
     KILN_RETURN_IF_ERROR(submit(asked.target, std::move(p), c.source, c.params, id));
   }
@@ -335,8 +345,21 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
       }
       break;
   }
-  contexts_[r.task_id] = {st.spec.name, st.gpu_model, p.task.params,
-                          p.kind,       j.verdict,    sha256_hex(p.task.source)};
+  const Individual& subject = p.kind == TaskKind::kRetime ? p.parent : p.child;
+  const double at_s = replaying_ ? replay_at_s_ : spent_s();
+  contexts_[r.task_id] = {st.spec.name,
+                          st.gpu_model,
+                          p.task.params,
+                          p.kind,
+                          j.verdict,
+                          sha256_hex(p.task.source),
+                          subject.parent_id,
+                          subject.op,
+                          p.model,
+                          subject.island,
+                          at_s};
+  if (p.kind == TaskKind::kChild && j.verdict == Verdict::kKept && !p.model.empty())
+    ++llm_use_[p.model].accepted;
   // The judged result as one step of the search log, with the keys it changes.
   if (store_ && !replaying_) {
     ResultEvent e;
@@ -345,6 +368,7 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
     e.kind = p.kind;
     e.verdict = j.verdict;
     e.reason = j.reason;
+    e.at_s = at_s;
     e.result = r;
     redis::SearchStep step = step_of(e, st.standing());
     if (j.islands_changed) step.populations = st.population_members();

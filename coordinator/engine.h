@@ -136,6 +136,13 @@ class Engine {
     TaskKind kind = TaskKind::kChild;
     Verdict verdict = Verdict::kFailed;
     std::string source_sha256;  // of the kernel text evaluated
+    // The candidate's lineage: its parent ("" for a seed), the operator that made it, the LLM
+    // model that wrote it ("" when none did), and its island.
+    std::string parent_id;
+    std::string op;
+    std::string model;
+    uint32_t island = 0;
+    double at_s = -1;  // the run's search time when the result arrived (-1: not recorded)
   };
   // nullptr for a task this run never sent (a late answer of an unknown task is not judged).
   const ResultContext* context_of(const std::string& task_id) const;
@@ -150,6 +157,19 @@ class Engine {
   // Tasks submitted and not yet answered.
   size_t pending() const { return pending_.size(); }
   const AgentStats& agent_stats() const { return agent_stats_; }
+  // What each LLM model cost and gained, by model name: its calls, tokens and cost as the agents
+  // reported them with their proposals to this process, and its children that were kept (over the
+  // whole run: a resume replays those).
+  struct LlmUse {
+    uint64_t calls = 0;
+    uint64_t input_tokens = 0;
+    uint64_t output_tokens = 0;
+    double cost_usd = 0;
+    uint64_t accepted = 0;
+  };
+  const std::map<std::string, LlmUse>& llm_use() const { return llm_use_; }
+  // Search seconds so far (over every coordinator process of the run).
+  double search_seconds() const { return spent_s(); }
 
  private:
   struct Pending {
@@ -159,6 +179,7 @@ class Engine {
     Individual child;    // kChild: id, params, island, op; kRetime: unused
     std::string source;
     proto::EvaluateTask task;  // as sent (for a resume that must send it again)
+    std::string model;         // the LLM model that wrote the child ("" when none did)
   };
   // Agents: a parent's child asked of an agent.
   struct Asked {
@@ -224,6 +245,8 @@ class Engine {
   std::map<std::string, Asked> asked_;          // propose tasks in flight, by task id
   uint64_t ask_seq_ = 0;
   AgentStats agent_stats_;
+  std::map<std::string, LlmUse> llm_use_;
+  double replay_at_s_ = -1;  // resume(): when the result being replayed arrived
   uint64_t abandoned_ = 0;  // evaluations in flight when the grace period after the budget ran out
 };
 

@@ -135,6 +135,7 @@ Status Engine::replay(const SearchEvent& event) {
       return Status::ok();
     }
     results_.push_back(r->result);
+    replay_at_s_ = r->at_s;
     return on_result(r->result);
   }
   const DoneEvent& d = std::get<DoneEvent>(event);
@@ -157,6 +158,7 @@ Status Engine::replay_submit(const SubmitEvent& e) {
   p.kind = e.kind;
   p.source = source;
   p.task = task_for(st, e.task, e.candidate, source, e.params);
+  p.model = e.model;
   Individual subject;
   subject.id = e.candidate;
   subject.params = e.params;

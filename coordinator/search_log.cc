@@ -24,6 +24,7 @@ FieldList submit_fields(const SubmitEvent& e) {
                  {"params", params_json(e.params)},
                  {"source", e.source_hash}};
   if (!e.gpu_model.empty()) f.emplace_back("gpu", e.gpu_model);
+  if (!e.model.empty()) f.emplace_back("model", e.model);
   if (e.kind != TaskKind::kSeed) {
     f.insert(f.end(), {{"island", std::to_string(e.island)},
                        {"parent", e.parent},
@@ -55,6 +56,7 @@ FieldList result_fields(const ResultEvent& e) {
                  {"reason", e.reason},
                  {"result", proto::encode({proto::kProtocolVersion, r.task_id, r})}};
   if (!e.gpu_model.empty()) f.emplace_back("gpu", e.gpu_model);
+  if (e.at_s >= 0) f.emplace_back("at", exact_number(e.at_s));
   return f;
 }
 
@@ -106,6 +108,7 @@ Result<SubmitEvent> parse_submit(const FieldMap& f) {
     e.params[k] = v.get<std::string>();
   }
   KILN_ASSIGN_OR_RETURN(e.source_hash, text_field(f, "source"));
+  e.model = field(f, "model");
   if (e.kind != TaskKind::kSeed) {
     KILN_ASSIGN_OR_RETURN(uint64_t island, integer_field(f, "island"));
     KILN_ASSIGN_OR_RETURN(uint64_t generation, integer_field(f, "generation"));
@@ -131,6 +134,9 @@ Result<ResultEvent> parse_result(const FieldMap& f) {
   KILN_ASSIGN_OR_RETURN(e.kind, kind_field(f));
   KILN_ASSIGN_OR_RETURN(e.verdict, verdict_field(f));
   e.reason = field(f, "reason");
+  if (!field(f, "at").empty()) {
+    KILN_ASSIGN_OR_RETURN(e.at_s, number_field(f, "at"));
+  }
   const std::string task = field(f, "task");
   Result<proto::Envelope> env = proto::decode(field(f, "result"));
   if (!env.is_ok())

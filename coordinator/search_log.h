@@ -49,6 +49,7 @@ struct SubmitEvent {
   uint32_t island = 0;
   std::string parent;  // parent's candidate id
   std::string op;      // the operator that made it
+  std::string model;   // the LLM model that wrote it ("" when none did; logged only when set)
   uint32_t generation = 0;
   // kChild: the parent's time as the child is judged against it.
   double parent_us = 0;
@@ -66,6 +67,7 @@ struct ResultEvent {
   Verdict verdict = Verdict::kFailed;
   std::string reason;
   proto::EvaluationResult result;  // the entry also names its task, candidate, outcome and time
+  double at_s = -1;                // the run's search time when it arrived (logged only when >= 0)
   bool operator==(const ResultEvent&) const = default;
 };
 

@@ -396,6 +396,10 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   // The physical floor (docs/threats.md row 9): faster than moving the bytes at the measured
   // bandwidth, or doing the flops at the measured matrix rate, is impossible.
   double floor_us = 0;
+  // The ceilings themselves, for the report's roofline (docs/report.md).
+  if (options.bandwidth_bytes_per_s > 0)
+    r->metrics["peak_bytes_per_s"] = options.bandwidth_bytes_per_s;
+  if (options.matrix_flops_per_s > 0) r->metrics["peak_flops_per_s"] = options.matrix_flops_per_s;
   if (options.bandwidth_bytes_per_s > 0) floor_us = bytes / options.bandwidth_bytes_per_s * 1e6;
   if (options.matrix_flops_per_s > 0)
     floor_us = std::max(floor_us, flops / options.matrix_flops_per_s * 1e6);

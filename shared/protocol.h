@@ -230,7 +230,18 @@ struct ProposedCandidate {
   std::string operator_name;
   std::string parent_id;
   std::string note;
+  std::string model;  // the LLM model that wrote it; empty for a proposer without one
   bool operator==(const ProposedCandidate&) const = default;
+};
+
+// What answering one ProposeTask cost on one LLM model (every call, refused replies included).
+struct ModelUsage {
+  std::string model;
+  uint32_t calls = 0;
+  uint32_t input_tokens = 0;
+  uint32_t output_tokens = 0;
+  double cost_usd = 0;
+  bool operator==(const ModelUsage&) const = default;
 };
 
 // An agent's answer to a ProposeTask. [required] task_id.
@@ -240,6 +251,7 @@ struct Proposal {
   std::string target;
   std::vector<ProposedCandidate> candidates;
   std::string error;  // empty when fine
+  std::vector<ModelUsage> usage;  // per LLM model asked for this answer; empty without an LLM
   bool operator==(const Proposal&) const = default;
 };
 

@@ -136,6 +136,16 @@ void fields(V& v, Is<ProposedCandidate> auto& m) {
   v("operator_name", m.operator_name, kOptional);
   v("parent_id", m.parent_id, kOptional);
   v("note", m.note, kOptional);
+  v("model", m.model, kOptional);
+}
+
+template <class V>
+void fields(V& v, Is<ModelUsage> auto& m) {
+  v("model", m.model, kRequired);
+  v("calls", m.calls, kOptional);
+  v("input_tokens", m.input_tokens, kOptional);
+  v("output_tokens", m.output_tokens, kOptional);
+  v("cost_usd", m.cost_usd, kOptional);
 }
 
 template <class V>
@@ -144,6 +154,7 @@ void fields(V& v, Is<Proposal> auto& m) {
   v("target", m.target, kOptional);
   v("candidates", m.candidates, kOptional);
   v("error", m.error, kOptional);
+  v("usage", m.usage, kOptional);
 }
 
 template <class V>

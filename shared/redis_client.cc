@@ -371,7 +371,10 @@ Status RedisClient::reconnect() {
 
 Result<Reply> RedisClient::send(const std::vector<std::string>& args) {
   Result<Reply> reply = exchange(context_.get(), args, options_.command_timeout_ms);
-  if (!reply.is_ok()) context_.reset();  // the stream is out of step (or dead): never reuse it
+  if (!reply.is_ok()) {
+    context_.reset();  // the stream is out of step (or dead): never reuse it
+    ++failures_;
+  }
   return reply;
 }
 
@@ -385,6 +388,7 @@ Result<std::vector<Reply>> RedisClient::send_pipeline(
       exchange_pipeline(context_.get(), commands, options_.command_timeout_ms);
   if (replies.is_ok()) return replies;
   context_.reset();
+  ++failures_;
   Status failed = replies.status();
   if (failed.code() != StatusCode::kUnavailable) return failed;
   Status reconnected = reconnect();

@@ -101,6 +101,9 @@ class RedisClient {
 
   // False after a failed reconnect or a timeout, until the next call reconnects.
   bool connected() const { return context_ != nullptr; }
+  // Exchanges with the server that failed (connection lost, timeout) since this client was made:
+  // kiln_redis_errors_total on the coordinator's /metrics.
+  uint64_t failures() const { return failures_; }
   // Where this client connects, without credentials (for messages).
   std::string describe() const { return endpoint_.describe(); }
 
@@ -127,6 +130,7 @@ class RedisClient {
   RedisEndpoint endpoint_;
   std::unique_ptr<redisContext, ContextDeleter> context_;
   std::unordered_map<std::string, std::string> script_sha1_;  // script text -> hex SHA-1
+  uint64_t failures_ = 0;
 };
 
 }  // namespace kiln::redis

@@ -429,4 +429,6 @@ Result<std::vector<StreamEvent>> Store::read_events(std::string_view run, std::s
   return events;
 }
 
+uint64_t Store::failures() const { return client_->failures(); }
+
 }  // namespace kiln::redis

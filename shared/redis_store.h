@@ -60,6 +60,9 @@ class Store {
  public:
   explicit Store(RedisClient& client) : client_(&client) {}
 
+  // Exchanges with Redis that failed since its client was made (RedisClient::failures()).
+  uint64_t failures() const;
+
   // Writes kiln:schema = kSchemaVersion when absent; OK when it already holds that version;
   // kFailedPrecondition naming both versions and what to do when it holds another.
   Status init_schema();

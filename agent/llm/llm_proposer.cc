@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "agent/llm/prompt.h"
 #include "shared/target_path.h"
 
@@ -117,6 +119,21 @@ bool LlmProposer::budget_spent() const {
          (config_.budget_usd > 0 && cost_usd_ >= config_.budget_usd);
 }
 
+// What this answer cost on `model`, sent with it so the coordinator can count every agent's use.
+static void note_usage(proto::Proposal& out, const std::string& model,
+                       const Result<ChatReply>& reply) {
+  auto it = std::find_if(out.usage.begin(), out.usage.end(),
+                         [&](const auto& u) { return u.model == model; });
+  if (it == out.usage.end()) it = out.usage.insert(out.usage.end(), proto::ModelUsage{model});
+  ++it->calls;
+  if (!reply.is_ok()) return;
+  it->input_tokens +=
+      static_cast<uint32_t>(std::min<uint64_t>(reply->input_tokens, UINT32_MAX - it->input_tokens));
+  it->output_tokens += static_cast<uint32_t>(
+      std::min<uint64_t>(reply->output_tokens, UINT32_MAX - it->output_tokens));
+  it->cost_usd += reply->cost_usd;
+}
+
 void LlmProposer::charge(size_t model, const Result<ChatReply>& reply) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -200,6 +217,7 @@ proto::Proposal LlmProposer::answer(const proto::ProposeTask& task, Clock::time_
     in.previous_rejection = refusal;
     Result<ChatReply> reply = client_.complete(model, build_prompt(in), deadline, &cancel);
     charge(m, reply);
+    note_usage(out, model.name, reply);
     if (!reply.is_ok()) {
       reason = "model call failed: " + reply.status().message();
       spdlog::info("task {}: {}", task.task_id, reason);
@@ -238,6 +256,7 @@ proto::Proposal LlmProposer::answer(const proto::ProposeTask& task, Clock::time_
     c.params = std::move(parsed->params);
     c.operator_name = repair ? "llm repair" : "llm rewrite";
     c.parent_id = in.parent->candidate_id;
+    c.model = model.name;
     c.note = model.name + (repair ? " repairs " + repair->first.candidate_id.substr(0, 12) : std::string()) +
              (parsed->note.empty() ? "" : ": " + parsed->note);
     out.candidates.push_back(std::move(c));

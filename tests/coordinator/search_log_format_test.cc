@@ -51,6 +51,7 @@ Names expected(const std::string& type, const std::string& kind, bool gpu) {
     n = {"type",      "target",    "task", "cand",     "kind",   "outcome",
          "median_us", "noise_rel", "arch", "decision", "reason", "result"};
     if (gpu) n.push_back("gpu");
+    n.push_back("at");  // the search time it arrived (since step 11; older logs have none)
   } else if (type == "done") {
     n = {"type", "target", "state"};
     if (gpu) n.push_back("gpu");

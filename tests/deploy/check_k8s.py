@@ -79,6 +79,18 @@ def main():
             name = v.get("secret", {}).get("secretName")
             if name and name not in secrets_made:
                 problem(where + ": Secret %s is named but secrets.sh does not make it" % name)
+        if component == "coordinator":
+            # Its own probes (docs/observe.md): the search loop alive, the run searching, on the
+            # port its --http serves.
+            c = spec["containers"][0]
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            args = c.get("args", [])
+            http = args[args.index("--http") + 1] if "--http" in args else ""
+            if c.get("livenessProbe", {}).get("httpGet", {}).get("path") != "/healthz" or \
+               c.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/readyz":
+                problem(where + ": the coordinator's probes are not its /healthz and /readyz")
+            if not http.startswith("0.0.0.0:") or str(ports.get("http")) != http.split(":")[1]:
+                problem(where + ": --http %r does not serve the container's http port %s" % (http, ports.get("http")))
         if component in ("evaluator", "sweep"):
             for c in spec["containers"]:
                 if c.get("resources", {}).get("limits", {}).get("nvidia.com/gpu") != 1:

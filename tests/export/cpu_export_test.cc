@@ -135,12 +135,16 @@ TEST_F(CpuExport, ExportIsTheCrownedCandidateAndComputesWhatKilnsBuildComputes) 
   std::string defines = " -DKILN_DTYPE=float";
   for (const auto& [k, v] : best["params"].items())
     defines += " -D" + k + "=" + v.get<std::string>();
-  std::ofstream(to + "/kiln_way.cc") << "#include <cstdint>\ntypedef KILN_DTYPE T;\n"
-                                     << read_file(to + "/kernel/reduce.cpp");
-  std::ofstream(to + "/raw.cc") << output_printer(
-      *t, shapes,
-      "#include <cstdint>\nextern \"C\" void reduce(const float*, float*, int64_t, int64_t);",
-      "reduce");
+  // The kernel the search crowned (the template's, or the seed's where no child beat it on a
+  // loaded machine), by the name and file the record gives.
+  const std::string entry = rec["kernel"]["name"].get<std::string>();
+  std::ofstream(to + "/kiln_way.cc")
+      << "#include <cstdint>\ntypedef KILN_DTYPE T;\n"
+      << read_file(to + "/" + rec["kernel"]["file"].get<std::string>());
+  std::ofstream(to + "/raw.cc") << output_printer(*t, shapes,
+                                                  "#include <cstdint>\nextern \"C\" void " + entry +
+                                                      "(const float*, float*, int64_t, int64_t);",
+                                                  entry);
   ASSERT_EQ(run_command("cd " + to + " && c++ -std=c++17 -O3 -march=native -fno-exceptions" +
                             defines + " -o raw raw.cc kiln_way.cc 2>&1",
                         &out),
@@ -198,7 +202,8 @@ TEST_F(CpuExport, VerifyAgreesAndSaysWhenTheRecordOrTheKernelWasChanged) {
   EXPECT_NE(out.find("verdict: disagrees"), std::string::npos) << out;
 
   // An edited kernel text is not what the record verified.
-  std::ofstream(to + "/kernel/reduce.cpp", std::ios::app) << "// edited\n";
+  std::ofstream(to + "/" + rec["kernel"]["file"].get<std::string>(), std::ios::app)
+      << "// edited\n";
   EXPECT_EQ(run_command(kiln_binary() + " verify " + to, &out), 2) << out;
   EXPECT_NE(out.find("not the kernel text kiln exported"), std::string::npos) << out;
 }

@@ -74,8 +74,9 @@ std::vector<Envelope> sample_envelopes() {
   Proposal proposal{"t-2",
                     "softmax_f16",
                     {{"src1", {{"BLOCK", "64"}}, "param_mutation", "c-1", "smaller blocks"},
-                     {"src2", {}, "llm_rewrite", "c-2", "uses TMA"}},
-                    "rate limited"};
+                     {"src2", {}, "llm_rewrite", "c-2", "uses TMA", "model-a"}},
+                    "rate limited",
+                    {{"model-a", 2, 1500, 800, 0.0125}, {"model-b", 1, 0, 0, 0}}};
   return {
       Envelope{1, "m-1", hello},
       Envelope{1, "m-2", Heartbeat{}},
