@@ -198,6 +198,26 @@ TEST(KilnLlmAgent, KilnRunWithLlmStartsTheAgentAndKeepsTheModelsFasterKernel) {
   ASSERT_TRUE(stats.is_object()) << output;
   EXPECT_GT(stats["models"][0]["calls"].get<int>(), 0) << stats.dump();
   EXPECT_TRUE(std::filesystem::exists(out + "/agent-llm.log"));
+  // What the coordinator counted from the proposals (the agent reports its use with each answer):
+  // the model's calls and tokens, and its kernel among the kept children.
+  nlohmann::json usage = read_json(out + "/llm-usage.json");
+  ASSERT_TRUE(usage.is_object()) << output;
+  ASSERT_EQ(usage["models"].size(), 1u) << usage.dump();
+  const nlohmann::json& m = usage["models"][0];
+  EXPECT_EQ(m["model"], "scripted");
+  EXPECT_GT(m["calls"].get<int>(), 0) << usage.dump();
+  EXPECT_LE(m["calls"].get<int>(), stats["models"][0]["calls"].get<int>())
+      << usage.dump() << stats.dump();
+  EXPECT_GT(m["input_tokens"].get<int>(), 0) << usage.dump();
+  EXPECT_GT(m["output_tokens"].get<int>(), 0) << usage.dump();
+  EXPECT_GE(m["accepted"].get<int>(), 1) << usage.dump();
+  // And the report says so: the LLM table names the model with those numbers.
+  std::string md;
+  ASSERT_EQ(
+      testing::run_command(testing::kiln_binary() + " report " + out + " --format md 2>&1", &md), 0)
+      << md;
+  EXPECT_NE(md.find("scripted"), std::string::npos) << md;
+  EXPECT_NE(md.find("| " + std::to_string(m["calls"].get<int>()) + " |"), std::string::npos) << md;
 }
 
 }  // namespace
