@@ -218,7 +218,7 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
   }
   nlohmann::json summary = nlohmann::json::array();
   for (const auto& r : engine.reports()) {
-    nlohmann::json j = report_json(r);
+    nlohmann::json j = coordinator::report_json(r);
     j["backend"] = backend;
     summary.push_back(j);
     if (r.best_id.empty()) continue;

@@ -104,7 +104,7 @@ int run_status(const StatusArgs& a) {
   }
   if (a.json) {
     nlohmann::json j = nlohmann::json::array();
-    for (const auto& r : *reports) j.push_back(report_json(r));
+    for (const auto& r : *reports) j.push_back(coordinator::report_json(r));
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }

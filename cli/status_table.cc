@@ -106,23 +106,9 @@ std::string ProgressLines::update(const std::vector<coordinator::TargetReport>& 
   return out;
 }
 
-nlohmann::json report_json(const coordinator::TargetReport& r) {
-  return {{"target", r.target},
-          {"gpu_model", r.gpu_model},
-          {"state", r.state},
-          {"evaluations", r.evaluations},
-          {"failures", r.failures},
-          {"accepted", r.accepted},
-          {"seed_us", r.seed_us},
-          {"best_us", r.best_us},
-          {"fraction_of_floor", r.fraction_of_floor},
-          {"best_id", r.best_id},
-          {"best", r.best_label}};
-}
-
 std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r) {
   // The fields of report_json(), as text (the target is the key they are stored under).
-  const nlohmann::json fields = report_json(r);  // alive through the loop
+  const nlohmann::json fields = coordinator::report_json(r);  // alive through the loop
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, value] : fields.items()) {
     if (key == "target") continue;

@@ -54,7 +54,7 @@ class ProgressLines {
 
 std::vector<std::pair<std::string, std::string>> status_fields(const coordinator::TargetReport& r);
 // The report as summary.json and `kiln status --json` give it: counts and times as numbers.
-nlohmann::json report_json(const coordinator::TargetReport& r);
+
 coordinator::TargetReport report_from_fields(const std::string& target,
                                              const std::map<std::string, std::string>& fields);
 

@@ -247,19 +247,10 @@ std::string RunObserver::build_status(const Engine& engine, const Dispatcher& di
   using nlohmann::json;
   json targets = json::array();
   for (const TargetReport& r : engine.reports()) {
-    targets.push_back({{"target", r.target},
-                       {"gpu_model", r.gpu_model},
-                       {"state", r.state},
-                       {"evaluations", r.evaluations},
-                       {"failures", r.failures},
-                       {"accepted", r.accepted},
-                       {"seed_us", r.seed_us},
-                       {"best_us", r.best_us},
-                       {"speedup", r.best_us > 0 && r.seed_us > 0 ? r.seed_us / r.best_us : 0.0},
-                       {"fraction_of_floor", r.fraction_of_floor},
-                       {"best_id", r.best_id},
-                       {"best", r.best_label},
-                       {"best_params", r.best_params}});
+    json t = report_json(r);
+    t["speedup"] = r.best_us > 0 && r.seed_us > 0 ? r.seed_us / r.best_us : 0.0;
+    t["best_params"] = r.best_params;
+    targets.push_back(std::move(t));
   }
   json workers = json::array();
   for (const WorkerView& w : dispatcher.worker_views()) {

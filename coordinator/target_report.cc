@@ -40,4 +40,18 @@ std::optional<Phase> final_phase_of(std::string_view state) {
   return std::nullopt;
 }
 
+nlohmann::json report_json(const TargetReport& r) {
+  return {{"target", r.target},
+          {"gpu_model", r.gpu_model},
+          {"state", r.state},
+          {"evaluations", r.evaluations},
+          {"failures", r.failures},
+          {"accepted", r.accepted},
+          {"seed_us", r.seed_us},
+          {"best_us", r.best_us},
+          {"fraction_of_floor", r.fraction_of_floor},
+          {"best_id", r.best_id},
+          {"best", r.best_label}};
+}
+
 }  // namespace kiln::coordinator

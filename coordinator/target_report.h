@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,5 +50,9 @@ struct TargetReport {
   std::string best_source;
   std::string best_label;  // "seed" or "template BLOCK=256,VEC=8"
 };
+
+// A target's standing as JSON: summary.json's entries, kiln:target:* (as text), `kiln status
+// --json` and the targets of the coordinator's /status.
+nlohmann::json report_json(const TargetReport& r);
 
 }  // namespace kiln::coordinator

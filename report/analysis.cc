@@ -195,4 +195,18 @@ std::vector<std::string> export_commands(const RunData& run, const UnitSummary& 
   return out;
 }
 
+std::string unit_sentence(const UnitSummary& u) {
+  std::string o = (u.state.empty() ? "state unknown" : u.state) + ". " +
+                  std::to_string(u.evaluations) + " evaluations, " + std::to_string(u.failures) +
+                  " failed, " + std::to_string(u.accepted) + " kept.";
+  if (u.best_us > 0) {
+    o += " Best " + time_us(u.best_us);
+    if (u.seed_us > 0) o += ", " + speedup(u.seed_us / u.best_us) + " the seed's speed";
+    if (u.fraction_of_floor > 0)
+      o += ", " + percent(u.fraction_of_floor) + " of the physical floor";
+    o += ".";
+  }
+  return o;
+}
+
 }  // namespace kiln::report

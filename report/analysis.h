@@ -14,6 +14,9 @@ namespace kiln::report {
 
 // "rmsnorm @ NVIDIA H100 80GB HBM3", or just the target for a population of any GPU.
 std::string unit_label(const UnitSummary& unit);
+// "converged: .... 39 evaluations, 0 failed, 9 kept. Best 49.8 µs, 2.54x the seed's speed, 91% of
+// the physical floor." (plain text: the caller escapes it for its format)
+std::string unit_sentence(const UnitSummary& unit);
 
 // The unit's name in chart names: "rmsnorm@NVIDIA H100 80GB HBM3" or "rmsnorm".
 std::string unit_key(const UnitSummary& unit);

@@ -202,4 +202,6 @@ std::string params_text(const std::map<std::string, std::string>& params) {
   return out.empty() ? "-" : out;
 }
 
+std::string time_us(double us) { return us > 0 ? with_unit(us, Unit::kMicroseconds) : "-"; }
+
 }  // namespace kiln::report

@@ -35,6 +35,8 @@ std::string number(double v, int digits = 3);
 std::string with_unit(double v, Unit unit, int digits = 3);
 
 // A ratio as a speedup: "2.31x" ("-" when not finite or not positive).
+// A time given in microseconds with its unit ("49.8 µs", "1.2 ms"); "-" for none.
+std::string time_us(double us);
 std::string speedup(double ratio);
 
 // A fraction as a percentage: "37%" or "0.36%" for small ones ("-" when not positive).

@@ -73,8 +73,6 @@ svg.plot .pt.seed, svg.plot .swatch.seed { fill: #111; }
 
 std::string esc(std::string_view s) { return xml_escape(s); }
 
-std::string time_us(double us) { return us > 0 ? with_unit(us, Unit::kMicroseconds) : "-"; }
-
 // A table: `cells` are HTML already. A header starting with '#' marks a numeric column
 // (right-aligned), one starting with '~' a column of long text that may wrap; the mark is not
 // shown.
@@ -193,17 +191,7 @@ std::string failures_block(const std::vector<const ResultRow*>& rows) {
 std::string unit_section(const RunData& run, const UnitSummary& u, size_t n) {
   const std::vector<const ResultRow*> rows = rows_of(run, u);
   std::string o = "<section id=\"unit-" + std::to_string(n) + "\">\n<h2>" + esc(unit_label(u)) +
-                  "</h2>\n<p>" + esc(u.state.empty() ? "state unknown" : u.state) + ". " +
-                  std::to_string(u.evaluations) + " evaluations, " + std::to_string(u.failures) +
-                  " failed, " + std::to_string(u.accepted) + " kept.";
-  if (u.best_us > 0) {
-    o += " Best " + time_us(u.best_us);
-    if (u.seed_us > 0) o += ", " + speedup(u.seed_us / u.best_us) + " the seed's speed";
-    if (u.fraction_of_floor > 0)
-      o += ", " + percent(u.fraction_of_floor) + " of the physical floor";
-    o += ".";
-  }
-  o += "</p>\n";
+                  "</h2>\n<p>" + esc(unit_sentence(u)) + "</p>\n";
   if (rows.empty()) return o + "<p>No results of this target yet.</p>\n</section>\n";
 
   if (any_arrival_time(rows)) {

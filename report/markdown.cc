@@ -11,8 +11,6 @@
 namespace kiln::report {
 namespace {
 
-std::string time_us(double us) { return us > 0 ? with_unit(us, Unit::kMicroseconds) : "-"; }
-
 // A GitHub table; a header starting with '#' is a right-aligned (numeric) column.
 std::string table(const std::vector<std::string>& headers,
                   const std::vector<std::vector<std::string>>& rows) {
@@ -33,17 +31,7 @@ std::string table(const std::vector<std::string>& headers,
 
 std::string unit_part(const RunData& run, const UnitSummary& u) {
   const std::vector<const ResultRow*> rows = rows_of(run, u);
-  std::string o = "## " + unit_label(u) + "\n\n" + (u.state.empty() ? "state unknown" : u.state) +
-                  ". " + std::to_string(u.evaluations) + " evaluations, " +
-                  std::to_string(u.failures) + " failed, " + std::to_string(u.accepted) + " kept.";
-  if (u.best_us > 0) {
-    o += " Best " + time_us(u.best_us);
-    if (u.seed_us > 0) o += ", " + speedup(u.seed_us / u.best_us) + " the seed's speed";
-    if (u.fraction_of_floor > 0)
-      o += ", " + percent(u.fraction_of_floor) + " of the physical floor";
-    o += ".";
-  }
-  o += "\n\n";
+  std::string o = "## " + unit_label(u) + "\n\n" + unit_sentence(u) + "\n\n";
   if (rows.empty()) return o + "No results of this target yet.\n\n";
 
   const Lineage l = lineage_of(u, rows);
