@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -13,6 +12,7 @@
 #include "report/html.h"
 #include "report/markdown.h"
 #include "report/run_folder.h"
+#include "shared/atomic_file.h"
 #include "shared/fatal.h"
 
 namespace kiln::cli {
@@ -30,27 +30,16 @@ struct ReportArgs {
   std::string redis_password_file;
 };
 
-// Writes `text` to `path` through a temporary file renamed over it, so that a browser reloading
-// the report never reads half of one.
-Status write_file(const std::string& path, const std::string& text) {
+// Writes the report through a temporary file renamed over it (shared/atomic_file.h), so that a
+// browser reloading it never reads half of one.
+Status write_report(const std::string& path, const std::string& text) {
   std::error_code ec;
   const fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) {
-      fs::remove(tmp, ec);
-      return unavailable("cannot write " + path +
-                         ": check that its folder exists and is writable, or pass another --out");
-    }
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return unavailable("cannot write " + path + ": " + ec.message());
+  Status written = write_file_atomically(path, text);
+  if (!written.is_ok()) {
+    return unavailable(written.message() +
+                       ": check that its folder exists and is writable, or pass another --out");
   }
   return Status::ok();
 }
@@ -97,7 +86,7 @@ int run_report(const ReportArgs& a) {
         "--redis: say where the report goes with --out FILE (or --run DIR for DIR/report.html)", 2);
   }
   const std::string out = a.out.empty() ? (fs::path(dir) / "report.html").string() : a.out;
-  if (Status s = write_file(out, text); !s.is_ok()) return fail(s.message(), 1);
+  if (Status s = write_report(out, text); !s.is_ok()) return fail(s.message(), 1);
   std::error_code ec;
   const fs::path abs = fs::absolute(out, ec);
   std::printf("kiln report: wrote %s (%zu target%s, %zu result%s)\n", out.c_str(),

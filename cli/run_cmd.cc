@@ -257,17 +257,8 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
              .dump(2)
       << "\n";
   if (!engine.llm_use().empty()) {
-    nlohmann::json models = nlohmann::json::array();
-    for (const auto& [name, u] : engine.llm_use()) {
-      models.push_back({{"model", name},
-                        {"calls", u.calls},
-                        {"input_tokens", u.input_tokens},
-                        {"output_tokens", u.output_tokens},
-                        {"cost_usd", u.cost_usd},
-                        {"accepted", u.accepted}});
-    }
     std::ofstream(fs::path(out) / "llm-usage.json")
-        << nlohmann::json({{"models", models}}).dump(2) << "\n";
+        << nlohmann::json({{"models", coordinator::llm_use_json(engine)}}).dump(2) << "\n";
   }
   std::ofstream all(fs::path(out) / "results.jsonl");
   for (const auto& res : engine.results()) {

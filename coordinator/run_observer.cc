@@ -64,6 +64,19 @@ class Family {
 
 }  // namespace
 
+nlohmann::json llm_use_json(const Engine& engine) {
+  nlohmann::json models = nlohmann::json::array();
+  for (const auto& [m, u] : engine.llm_use()) {
+    models.push_back({{"model", m},
+                      {"calls", u.calls},
+                      {"input_tokens", u.input_tokens},
+                      {"output_tokens", u.output_tokens},
+                      {"cost_usd", u.cost_usd},
+                      {"accepted", u.accepted}});
+  }
+  return models;
+}
+
 std::string prometheus_label(std::string_view value) {
   std::string out;
   for (char c : value) {
@@ -266,15 +279,7 @@ std::string RunObserver::build_status(const Engine& engine, const Dispatcher& di
                        {"in_flight", w.in_flight},
                        {"version", w.version}});
   }
-  json llm = json::array();
-  for (const auto& [m, u] : engine.llm_use()) {
-    llm.push_back({{"model", m},
-                   {"calls", u.calls},
-                   {"input_tokens", u.input_tokens},
-                   {"output_tokens", u.output_tokens},
-                   {"cost_usd", u.cost_usd},
-                   {"accepted", u.accepted}});
-  }
+
   const DispatchStats& s = dispatcher.stats();
   json doc = {{"kiln_version", KILN_VERSION},
               {"updated_at", now_utc()},
@@ -304,7 +309,7 @@ std::string RunObserver::build_status(const Engine& engine, const Dispatcher& di
                 {"forged", s.forged},
                 {"worker_faults", s.worker_faults},
                 {"refused_workers", s.refused_workers}}},
-              {"llm", llm},
+              {"llm", llm_use_json(engine)},
               {"redis_errors", store ? store->failures() : 0}};
   return doc.dump();
 }

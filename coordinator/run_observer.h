@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
 
@@ -63,6 +64,10 @@ class RunObserver {
   std::string status_json_;
   std::string metrics_text_;
 };
+
+// What each LLM model cost and gained (Engine::llm_use), as /status and <out>/llm-usage.json give
+// it: [{model, calls, input_tokens, output_tokens, cost_usd, accepted}, ...].
+nlohmann::json llm_use_json(const Engine& engine);
 
 // A Prometheus label value escaped for the text format (backslash, double quote, newline).
 std::string prometheus_label(std::string_view value);

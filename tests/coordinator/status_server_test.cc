@@ -4,9 +4,7 @@
 // should, and malformed and slow HTTP clients hammering the server during the run change nothing.
 #include "coordinator/status_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -67,13 +65,9 @@ void abuse(uint16_t port, std::atomic<bool>& stop) {
         port, "/" + std::to_string(round) + "\r\n" + junk[round % junk.size()], 500);
     (void)r;
     if (round < 80) {  // half-sent requests held open: more than the server's 64 connections
-      int fd = socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(port);
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
-        send(fd, "GET /met", 8, MSG_NOSIGNAL);
+      const int fd = testing::connect_loopback(port);
+      if (fd < 0) continue;
+      send(fd, "GET /met", 8, MSG_NOSIGNAL);
       slow.push_back(fd);
     }
     std::this_thread::sleep_for(5ms);

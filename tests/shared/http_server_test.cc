@@ -2,9 +2,7 @@
 // clients that hold connections, clients that never read, and a handler that throws.
 #include "shared/http_server.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,23 +13,12 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/http_client.h"
+
 namespace kiln::net {
 namespace {
 
 using namespace std::chrono_literals;
-
-int connect_to(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Everything the server sends until it closes, or what came before `timeout`.
 std::string read_all(int fd, std::chrono::milliseconds timeout = 5s) {
@@ -49,7 +36,7 @@ std::string read_all(int fd, std::chrono::milliseconds timeout = 5s) {
 }
 
 std::string roundtrip(uint16_t port, const std::string& request) {
-  int fd = connect_to(port);
+  int fd = testing::connect_loopback(port);
   if (fd < 0) return "connect failed";
   send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string reply = read_all(fd);
@@ -124,12 +111,12 @@ TEST(HttpServer, SlowClientsTimeOutAndDoNotStarveOthers) {
   // it (a slowloris), plus one that connects and says nothing.
   std::vector<int> slow;
   for (int i = 0; i < 16; ++i) {
-    int fd = connect_to(s->port());
+    int fd = testing::connect_loopback(s->port());
     ASSERT_GE(fd, 0);
     send(fd, "GET /hel", 8, MSG_NOSIGNAL);
     slow.push_back(fd);
   }
-  int silent = connect_to(s->port());
+  int silent = testing::connect_loopback(s->port());
   std::atomic<bool> done{false};
   std::thread dribble([&] {
     while (!done.load()) {
@@ -157,7 +144,7 @@ TEST(HttpServer, AClientThatNeverReadsIsDroppedAtTheResponseDeadline) {
   HttpServerOptions o;
   o.response_timeout = 300ms;
   auto s = serve(o);
-  int fd = connect_to(s->port());
+  int fd = testing::connect_loopback(s->port());
   int small = 4096;
   setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
   send(fd, "GET /big HTTP/1.1\r\n\r\n", 21, MSG_NOSIGNAL);

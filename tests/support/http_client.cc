@@ -10,17 +10,24 @@
 
 namespace kiln::testing {
 
-HttpReply http_get(uint16_t port, const std::string& path, int timeout_ms) {
-  HttpReply reply;
+int connect_loopback(uint16_t port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    if (fd >= 0) close(fd);
-    return reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
   }
+  return fd;
+}
+
+HttpReply http_get(uint16_t port, const std::string& path, int timeout_ms) {
+  HttpReply reply;
+  const int fd = connect_loopback(port);
+  if (fd < 0) return reply;
   const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string raw;

@@ -12,6 +12,9 @@ struct HttpReply {
   std::string body;
 };
 
+// A TCP connection to 127.0.0.1:`port` (a blocking socket), or -1.
+int connect_loopback(uint16_t port);
+
 // GET `path` from 127.0.0.1:`port`; waits at most `timeout_ms` for the whole reply.
 HttpReply http_get(uint16_t port, const std::string& path, int timeout_ms = 5000);
 
