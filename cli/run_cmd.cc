@@ -92,6 +92,8 @@ struct RunArgs {
   // "any" (one population fed by every evaluator), or a comma-separated list of models.
   std::string gpu_models = "auto";
   std::string plan;                 // kiln profile's plan.json: target weights
+  std::string shapes;               // a shape sweep file (docs/run.md "Shape sweeps")
+  bool no_transfer = false;         // sweep populations start cold (no neighbours' bests)
   std::string llm;                  // LLM agent config: started beside the built-in proposer
   bool no_profile_guidance = false;
   CoordinatorCurveArgs curve;       // --curve-secret, --allow, --insecure (docs/security.md)
@@ -234,7 +236,10 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
       best["grid"] = {k.grid[0], k.grid[1], k.grid[2]};
       best["block"] = {k.block[0], k.block[1], k.block[2]};
       best["shared_bytes"] = k.shared_bytes;
-      best["benchmark_shape"] = spec->benchmark_for(backend);
+      // The shape it was timed at: a sweep's, else the backend's benchmark shape.
+      Result<Shape> swept = coordinator::parse_shape_label(r.shape);
+      best["benchmark_shape"] =
+          r.shape.empty() || !swept.is_ok() ? spec->benchmark_for(backend) : *swept;
       // What `kiln export` checks and bakes in: the spec the run searched and the dtype it timed.
       best["spec_hash"] = spec->spec_hash;
       best["dtype"] = std::string(dtype_name(b.dtypes.front()));
@@ -244,7 +249,9 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
         best["verification"] = eval::result_to_json(res);  // the last verified run of it
       }
     }
-    std::ofstream(fs::path(out) / "best" / (coordinator::unit_key(r.target, r.gpu_model) + ".json")) << best.dump(2) << "\n";
+    std::ofstream(fs::path(out) / "best" /
+                  (coordinator::unit_key(r.target, r.gpu_model, r.shape) + ".json"))
+        << best.dump(2) << "\n";
   }
   std::ofstream(fs::path(out) / "summary.json") << summary.dump(2) << "\n";
   // The run itself, and what LLM models cost and gained as this coordinator saw it (for `kiln
@@ -269,6 +276,7 @@ Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targ
     if (const coordinator::Engine::ResultContext* c = engine.context_of(res.task_id)) {
       row["target"] = c->target;
       row["gpu_model"] = c->gpu_model;
+      if (!c->shape.empty()) row["shape"] = c->shape;
       row["params"] = c->params;
       row["kind"] = std::string(coordinator::task_kind_name(c->kind));
       row["retime"] = c->kind == coordinator::TaskKind::kRetime;
@@ -407,10 +415,12 @@ int run_search(const RunArgs& args) {
        {"--in-flight", a.coordinator_mode && a.in_flight != 8 ? std::to_string(a.in_flight) : ""},
        {"--cache-dir", path(a.cache_dir)},
        {"--plan", path(a.plan)},
+       {"--shapes", path(a.shapes)},
        {"--llm", path(a.llm)}},
       [&] {
         std::vector<std::string> flags;
         if (a.no_profile_guidance) flags.push_back("--no-profile-guidance");
+        if (a.no_transfer) flags.push_back("--no-transfer");
         if (a.curve.insecure) flags.push_back("--insecure");
         return flags;
       }());
@@ -546,6 +556,32 @@ int run_search(const RunArgs& args) {
   eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
   eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
   eo.profile_guidance = !a.no_profile_guidance;
+  eo.transfer = !a.no_transfer;
+  if (!a.shapes.empty()) {
+    Result<coordinator::ShapeSweep> sweep = coordinator::load_shape_sweep(a.shapes, runnable);
+    if (!sweep.is_ok())
+      return fail("--shapes: " + sweep.status().message() +
+                  " (docs/run.md \"Shape sweeps\" shows the format)");
+    eo.shapes = std::move(sweep).value();
+  } else if (rec && !rec->shapes.empty()) {  // a resume sweeps the run's shapes
+    Result<coordinator::ShapeSweep> sweep = coordinator::sweep_from_labels(rec->shapes, runnable);
+    if (!sweep.is_ok()) return fail("the run's recorded shapes: " + sweep.status().message());
+    eo.shapes = std::move(sweep).value();
+  }
+  if (!eo.shapes.empty()) {
+    std::string what;
+    size_t units = 0;
+    for (const auto& t : runnable) {
+      auto it = eo.shapes.find(t.name);
+      const size_t n = it == eo.shapes.end() ? 1 : it->second.size();
+      units += n;
+      if (it != eo.shapes.end())
+        what += (what.empty() ? "" : ", ") + t.name + " at " + std::to_string(n) + " shape(s)";
+    }
+    std::fprintf(stderr, "%s: shape sweep: %s; %zu population(s) per GPU model%s\n", who,
+                 what.c_str(), units,
+                 eo.transfer ? ", each starting from its neighbours' bests" : " (no transfer)");
+  }
   if (!a.plan.empty()) {
     Result<profile::Plan> plan = profile::load_plan(a.plan);
     if (!plan.is_ok()) {
@@ -674,7 +710,8 @@ int run_search(const RunArgs& args) {
   ProgressLines progress_lines;
   auto publish = [&](const std::vector<coordinator::TargetReport>& reports) {
     for (const auto& r : reports) {  // for `kiln status`
-      Status s = store.put_target_status(coordinator::unit_key(r.target, r.gpu_model), status_fields(r));
+      Status s = store.put_target_status(coordinator::unit_key(r.target, r.gpu_model, r.shape),
+                                         status_fields(r));
       if (!s.is_ok()) spdlog::warn("writing the status of {}: {}", r.target, s.to_string());
     }
   };
@@ -770,6 +807,14 @@ void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a)
   sub->add_option("--llm", a->llm,
                   "Also start an LLM proposal agent with this config (docs/llm.md) beside the built-in\n"
                   "proposer; its log is <out>/agent-llm.log, its statistics <out>/llm-stats.json");
+  sub->add_option("--shapes", a->shapes,
+                  "A shape sweep (JSON: target -> shapes, or a grid of dim sizes; docs/run.md\n"
+                  "\"Shape sweeps\"): each shape gets its own population per GPU model, timed at\n"
+                  "that shape, and kiln export writes a dispatch table over them")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--no-transfer", a->no_transfer,
+                "In a shape sweep, do not start a population from its neighbours' bests (nearest\n"
+                "shapes, the same shape on other GPU models); for comparing with a cold start");
   sub->add_flag("--no-profile-guidance", a->no_profile_guidance,
                 "Do not let a best's bottleneck class steer the built-in proposer (new bests are\n"
                 "still profiled); for comparing guided and unguided searches");

@@ -31,7 +31,8 @@ std::string short_model(const std::string& model) {
 }  // namespace
 
 std::string table_label(const coordinator::TargetReport& r) {
-  return r.gpu_model.empty() ? r.target : r.target + "@" + short_model(r.gpu_model);
+  const std::string unit = r.shape.empty() ? r.target : r.target + "-" + r.shape;
+  return r.gpu_model.empty() ? unit : unit + "@" + short_model(r.gpu_model);
 }
 
 void print_status_table(const std::vector<coordinator::TargetReport>& reports, FILE* to) {
@@ -127,8 +128,10 @@ coordinator::TargetReport report_from_fields(const std::string& target,
   };
   coordinator::TargetReport r;
   r.gpu_model = get("gpu_model");
-  // Redis names a population on one model "target@model" (coordinator::unit_key).
-  r.target = r.gpu_model.empty() ? target : target.substr(0, target.find('@'));
+  r.shape = get("shape");
+  // Redis names a population on one model "target@model", of a sweep's shape "target-shape..."
+  // (coordinator::unit_key); target names have neither character.
+  r.target = target.substr(0, target.find_first_of("@-"));
   r.state = get("state");
   r.evaluations = std::strtoull(get("evaluations").c_str(), nullptr, 10);
   r.failures = std::strtoull(get("failures").c_str(), nullptr, 10);

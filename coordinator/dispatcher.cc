@@ -11,6 +11,7 @@
 #include "coordinator/target_report.h"
 #include "shared/log_rate.h"
 #include "shared/redis_keys.h"
+#include "shared/target_spec.h"
 #include "shared/text.h"
 
 namespace kiln::coordinator {
@@ -240,6 +241,14 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
     requeue(result.task_id, "its worker sent an inconsistent result (" + why + ")", false);
     return false;
   }
+  // A task of a shape sweep is timed at its shape: an evaluator that does not echo it (a kiln from
+  // before sweeps, which times at the benchmark shape) has not evaluated what was asked.
+  const std::map<std::string, int64_t>& shape = it->second.task.shape;
+  if (!shape.empty() && result.outcome == proto::Outcome::kVerified && result.shape != shape) {
+    result.worker_fault = true;
+    result.log = "it timed at another shape than the task's " + shape_string(shape) +
+                 " (a kiln without shape sweeps? update it)";
+  }
   if (result.worker_fault) {
     Flight f = std::move(it->second);
     in_flight_.erase(it);
@@ -247,7 +256,8 @@ Result<bool> Dispatcher::on_result(const std::string& peer, proto::EvaluationRes
     return false;
   }
   // Where it came from, from what the coordinator knows rather than what the worker says.
-  result.unit = unit_key(it->second.task.target, it->second.task.gpu_model);
+  result.unit = unit_key(it->second.task.target, it->second.task.gpu_model,
+                         shape.empty() ? "" : shape_string(shape));
   if (auto w = workers_.find(peer); w != workers_.end()) {
     result.evaluator = w->second.hello.worker_id;
     result.evaluator_gpu_model = w->second.hello.gpu_model;

@@ -33,14 +33,20 @@ Engine::Engine(std::vector<TargetSpec> targets, Dispatcher& dispatcher, EngineOp
   // 10,800): done once here, before any worker connects, never inside the loop that must keep
   // heartbeating (a loop stalled for seconds makes evaluators give up on the coordinator).
   for (const TargetSpec& spec : specs_) {
-    std::vector<Params>& configs = configs_[spec.name];
     const BackendSpec* b = spec.backend(options_.backend);
-    if (b && b->tunable) {
-      const Shape bench = spec.benchmark_for(options_.backend);
-      eval::for_each_config(*b->tunable, bench, b->dtypes.front(), [&](const Params& p) {
+    auto list = [&](const Shape& at, const std::string& shape) {
+      std::vector<Params>& configs = configs_[unit_key(spec.name, "", shape)];
+      if (!b || !b->tunable) return;
+      eval::for_each_config(*b->tunable, at, b->dtypes.front(), [&](const Params& p) {
         configs.push_back(p);
         return true;
       });
+    };
+    auto swept = options_.shapes.find(spec.name);
+    if (swept == options_.shapes.end()) {
+      list(spec.benchmark_for(options_.backend), "");
+    } else {
+      for (const Shape& at : swept->second) list(at, shape_string(at));
     }
   }
   for (const std::string& model : options_.gpu_models) add_gpu_model(model);
@@ -50,17 +56,66 @@ bool Engine::add_gpu_model(const std::string& model) {
   if (std::find(record_models_.begin(), record_models_.end(), model) != record_models_.end()) return false;
   record_models_.push_back(model);
   for (const TargetSpec& spec : specs_) {
-    targets_.push_back(
-        std::make_unique<TargetSearch>(spec, model, options_.backend, options_.search));
+    auto swept = options_.shapes.find(spec.name);
+    if (swept == options_.shapes.end()) {
+      targets_.push_back(
+          std::make_unique<TargetSearch>(spec, model, options_.backend, options_.search));
+      continue;
+    }
+    for (const Shape& at : swept->second) {
+      targets_.push_back(
+          std::make_unique<TargetSearch>(spec, model, options_.backend, options_.search, at));
+    }
   }
   return true;
 }
 
+const std::vector<Params>& Engine::configs_of(size_t t) const {
+  const TargetSearch& st = *targets_[t];
+  return configs_.at(unit_key(st.spec.name, "", st.shape));
+}
+
+std::optional<std::pair<Params, std::string>> Engine::transfer_child(size_t t) {
+  TargetSearch& st = *targets_[t];
+  if (!options_.transfer || st.shape.empty() || !st.backend || !st.backend->tunable) {
+    return std::nullopt;
+  }
+  // Neighbours: the nearest shapes on this GPU model, then this shape on the other models.
+  std::vector<std::pair<double, size_t>> near, across;
+  for (size_t u = 0; u < targets_.size(); ++u) {
+    const TargetSearch& other = *targets_[u];
+    if (u == t || other.spec.name != st.spec.name || other.report().best_params.empty()) continue;
+    if (other.gpu_model == st.gpu_model) {
+      near.emplace_back(shape_distance(st.bench, other.bench), u);
+    } else if (other.shape == st.shape) {
+      across.emplace_back(0, u);
+    }
+  }
+  std::sort(near.begin(), near.end());
+  if (near.size() > kTransferNeighbours) near.resize(kTransferNeighbours);
+  near.insert(near.end(), across.begin(), across.end());
+  const KernelSpec& tmpl = *st.backend->tunable;
+  const std::vector<Params>& valid = configs_of(t);
+  for (const auto& [distance, u] : near) {
+    const TargetReport& best = targets_[u]->report();
+    if (!st.transfers_considered.insert(targets_[u]->key + " " + best.best_id).second) continue;
+    if (!best.best_source.empty() && best.best_source != tmpl.source)
+      continue;  // an agent's own text
+    if (std::find(valid.begin(), valid.end(), best.best_params) == valid.end()) continue;
+    if (st.seen.contains(st.candidate_id_of(tmpl.source, best.best_params, options_.toolchain)))
+      continue;
+    return std::make_pair(best.best_params, targets_[u]->key);
+  }
+  return std::nullopt;
+}
+
 Engine::~Engine() = default;
 
-std::optional<size_t> Engine::target_index(std::string_view name, std::string_view gpu_model) const {
+std::optional<size_t> Engine::target_index(std::string_view name, std::string_view gpu_model,
+                                           std::string_view shape) const {
   for (size_t t = 0; t < targets_.size(); ++t) {
-    if (targets_[t]->spec.name == name && targets_[t]->gpu_model == gpu_model) return t;
+    const TargetSearch& st = *targets_[t];
+    if (st.spec.name == name && st.gpu_model == gpu_model && st.shape == shape) return t;
   }
   return std::nullopt;
 }
@@ -71,13 +126,15 @@ bool Engine::finished() const {
   return std::all_of(targets_.begin(), targets_.end(), [](const auto& t) { return t->done(); });
 }
 
-const Population* Engine::population(std::string_view target, std::string_view gpu_model) const {
-  std::optional<size_t> t = target_index(target, gpu_model);
+const Population* Engine::population(std::string_view target, std::string_view gpu_model,
+                                     std::string_view shape) const {
+  std::optional<size_t> t = target_index(target, gpu_model, shape);
   return t ? &targets_[*t]->population : nullptr;
 }
 
-std::vector<std::string> Engine::submitted(std::string_view target, std::string_view gpu_model) const {
-  std::optional<size_t> t = target_index(target, gpu_model);
+std::vector<std::string> Engine::submitted(std::string_view target, std::string_view gpu_model,
+                                           std::string_view shape) const {
+  std::optional<size_t> t = target_index(target, gpu_model, shape);
   return t ? targets_[*t]->submitted : std::vector<std::string>();
 }
 
@@ -99,6 +156,7 @@ RunRecord Engine::this_run() const {
   }
   r.backend = options_.backend;
   r.gpu_models = record_models_;
+  r.shapes = sweep_labels(options_.shapes);
   r.toolchain = options_.toolchain;
   r.seed = options_.seed;
   r.islands = options_.search.islands;
@@ -141,6 +199,7 @@ proto::EvaluateTask Engine::task_for(const TargetSearch& st, const std::string& 
   task.target = st.spec.name;
   task.backend = options_.backend;
   task.gpu_model = st.gpu_model;
+  if (!st.shape.empty()) task.shape = st.bench;
   task.spec_hash = st.spec.spec_hash;
   // Template configurations (and children of them) carry the template's parameters; the seed and
   // its rewrites carry none, or only the seed's own defines. The evaluator takes the kernel's
@@ -174,6 +233,7 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
     e.seq = seq;
     e.target = st.spec.name;
     e.gpu_model = st.gpu_model;
+    e.shape = st.shape;
     e.task = task.task_id;
     e.candidate = id;
     e.kind = p.kind;
@@ -225,9 +285,12 @@ Status Engine::top_up(size_t t) {
     if (!parent) break;
     Params child;
     std::string op;
-    if (st.is_seed(*parent)) {
-      std::optional<Params> config =
-          st.template_child(configs_.at(st.spec.name), options_.toolchain, rng_);
+    if (auto transfer = transfer_child(t)) {
+      // A neighbour's best first (judged against this parent like any child).
+      child = std::move(transfer->first);
+      op = "transfer " + transfer->second;
+    } else if (st.is_seed(*parent)) {
+      std::optional<Params> config = st.template_child(configs_of(t), options_.toolchain, rng_);
       if (config) {
         child = std::move(*config);
         op = "template";
@@ -349,6 +412,7 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
   const double at_s = replaying_ ? replay_at_s_ : spent_s();
   contexts_[r.task_id] = {st.spec.name,
                           st.gpu_model,
+                          st.shape,
                           p.task.params,
                           p.kind,
                           j.verdict,
@@ -365,6 +429,7 @@ Status Engine::on_result(const proto::EvaluationResult& r) {
     ResultEvent e;
     e.target = st.spec.name;
     e.gpu_model = st.gpu_model;
+    e.shape = st.shape;
     e.kind = p.kind;
     e.verdict = j.verdict;
     e.reason = j.reason;
@@ -421,7 +486,7 @@ double Engine::overrun_s() const {
 Status Engine::mark_done(size_t t, const Ending& ending) {
   TargetSearch& st = *targets_[t];
   st.finish(ending.phase, ending.state);
-  DoneEvent e{st.spec.name, st.gpu_model, ending.phase, ending.state};
+  DoneEvent e{st.spec.name, st.gpu_model, ending.phase, ending.state, st.shape};
   return write(step_of(e)).with_context("recording that " + st.key + " is done in Redis");
 }
 

@@ -34,6 +34,7 @@
 #include "coordinator/run_record.h"
 #include "coordinator/search.h"
 #include "coordinator/search_log.h"
+#include "coordinator/shape_sweep.h"
 #include "coordinator/target_report.h"
 #include "coordinator/target_search.h"
 #include "shared/redis_store.h"
@@ -50,6 +51,13 @@ struct EngineOptions {
   // Adds a model's populations when an evaluator of a model not yet searched connects (a farm
   // whose models are not known in advance: `kiln coordinator`).
   bool discover_gpu_models = false;
+  // A shape sweep: each target named gets one population per shape (and GPU model), timed at
+  // that shape; the others one at their benchmark shape.
+  ShapeSweep shapes;
+  // Transfer: a population of a sweep also tries the bests of its neighbours (the nearest
+  // kTransferNeighbours shapes on its GPU model, the same shape on other models) before the
+  // template's own order. false: every population starts cold (for the comparison).
+  bool transfer = true;
   SearchParams search;
   ConvergenceLimits limits;
   std::chrono::seconds budget{0};   // whole run; 0: until every target converges
@@ -70,6 +78,9 @@ struct EngineOptions {
   bool profile_new_bests = true;
   bool profile_guidance = true;
 };
+
+// How many of the nearest shapes on the same GPU model a population takes bests from.
+inline constexpr size_t kTransferNeighbours = 3;
 
 // What agents contributed, for the summary and tests.
 struct AgentStats {
@@ -132,6 +143,7 @@ class Engine {
   struct ResultContext {
     std::string target;
     std::string gpu_model;
+    std::string shape;  // the sweep's shape (shape_string); "" for the benchmark shape
     std::map<std::string, std::string> params;
     TaskKind kind = TaskKind::kChild;
     Verdict verdict = Verdict::kFailed;
@@ -147,11 +159,13 @@ class Engine {
   // nullptr for a task this run never sent (a late answer of an unknown task is not judged).
   const ResultContext* context_of(const std::string& task_id) const;
 
-  // The search state of one target on one GPU model, for tests and tools: nullptr / empty for an
-  // unknown pair.
-  const Population* population(std::string_view target, std::string_view gpu_model = "") const;
+  // The search state of one target on one GPU model (at one shape of a sweep, as shape_string()
+  // spells it), for tests and tools: nullptr / empty for an unknown unit.
+  const Population* population(std::string_view target, std::string_view gpu_model = "",
+                               std::string_view shape = "") const;
   // Candidate ids submitted for evaluation (the seen set), in submission order.
-  std::vector<std::string> submitted(std::string_view target, std::string_view gpu_model = "") const;
+  std::vector<std::string> submitted(std::string_view target, std::string_view gpu_model = "",
+                                     std::string_view shape = "") const;
   // The GPU models searched so far.
   const std::vector<std::string>& gpu_models() const { return record_models_; }
   // Tasks submitted and not yet answered.
@@ -188,7 +202,14 @@ class Engine {
     uint32_t island = 0;
   };
 
-  std::optional<size_t> target_index(std::string_view name, std::string_view gpu_model) const;
+  std::optional<size_t> target_index(std::string_view name, std::string_view gpu_model,
+                                     std::string_view shape = "") const;
+  // The template configurations of target t's population (at its shape).
+  const std::vector<Params>& configs_of(size_t t) const;
+  // Transfer: the best configuration of a neighbour of target t that t has not tried and that is
+  // valid at its shape, with the neighbour's key; nullopt when there is none. Each neighbour's best
+  // is considered once (TargetSearch::transfers_considered).
+  std::optional<std::pair<Params, std::string>> transfer_child(size_t t);
   // Adds the populations of one GPU model (one per target) unless it has them; true when added.
   bool add_gpu_model(const std::string& model);
   // This run as this engine would record it (targets, spec hashes, options), without id or state.
@@ -222,9 +243,10 @@ class Engine {
   Dispatcher* dispatcher_;
   EngineOptions options_;
   std::vector<TargetSpec> specs_;           // every target, for the populations of a new model
-  // Each target's template configurations that meet its constraints at the benchmark shape, in
-  // the space's order (the seed's children are drawn from them), listed once at construction.
-  std::map<std::string, std::vector<std::map<std::string, std::string>>> configs_;
+  // Each target's template configurations that meet its constraints at the benchmark shape (or at
+  // each shape of its sweep: keyed by unit_key(target, "", shape)), in the space's order (the
+  // seed's children are drawn from them), listed once at construction.
+  std::map<std::string, std::vector<Params>> configs_;
   std::vector<std::string> record_models_;  // GPU models with populations, in order added
   std::vector<std::unique_ptr<TargetSearch>> targets_;
   std::map<std::string, Pending> pending_;  // by task id

@@ -139,7 +139,7 @@ Status Engine::replay(const SearchEvent& event) {
     return on_result(r->result);
   }
   const DoneEvent& d = std::get<DoneEvent>(event);
-  if (std::optional<size_t> t = target_index(d.target, d.gpu_model))
+  if (std::optional<size_t> t = target_index(d.target, d.gpu_model, d.shape))
     targets_[*t]->finish(d.phase, d.state);
   return Status::ok();
 }
@@ -148,8 +148,8 @@ Status Engine::replay_submit(const SubmitEvent& e) {
   // A model whose populations this process has not made yet (a coordinator that discovers its
   // models) gets them now, as it did when the first evaluator of that model connected.
   if (options_.discover_gpu_models) add_gpu_model(e.gpu_model);
-  std::optional<size_t> t = target_index(e.target, e.gpu_model);
-  if (!t) return data_loss("unknown target '" + unit_key(e.target, e.gpu_model) + "'");
+  std::optional<size_t> t = target_index(e.target, e.gpu_model, e.shape);
+  if (!t) return data_loss("unknown target '" + unit_key(e.target, e.gpu_model, e.shape) + "'");
   TargetSearch& st = *targets_[*t];
   task_seq_ = std::max(task_seq_, e.seq);
   KILN_ASSIGN_OR_RETURN(std::string source, source_of(e.source_hash));

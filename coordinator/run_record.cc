@@ -58,6 +58,7 @@ FieldList record_fields(const RunRecord& r) {
                  {"state", r.state},
                  {"starts", std::to_string(r.starts)}};
   for (const auto& [t, h] : r.spec_hashes) f.emplace_back("spec." + t, h);
+  if (!r.shapes.empty()) f.emplace_back("shapes", nlohmann::json(r.shapes).dump());
   return f;
 }
 
@@ -101,6 +102,19 @@ Result<std::optional<RunRecord>> read_run_record(redis::Store& store) {
   }
   for (const auto& [k, v] : f) {
     if (k.rfind("spec.", 0) == 0) r.spec_hashes[k.substr(5)] = v;
+  }
+  if (f.count("shapes")) {
+    const std::string text = field(f, "shapes");
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    bool ok = j.is_object();
+    for (auto it = j.begin(); ok && it != j.end(); ++it) {
+      ok = it->is_array();
+      for (const auto& s : ok ? *it : nlohmann::json::array()) {
+        if (!(ok = s.is_string())) break;
+        r.shapes[it.key()].push_back(s.get<std::string>());
+      }
+    }
+    if (!ok) return fail(data_loss("field shapes '" + text + "' is not an object of shape lists"));
   }
   return std::optional<RunRecord>(std::move(r));
 }
@@ -165,6 +179,12 @@ Status check_same_run(const RunRecord& recorded, const RunRecord& ours, bool com
                                  mine_hash.substr(0, 12) +
                                  "): its candidate ids would not match; start a new run");
     }
+  }
+  if (recorded.shapes != ours.shapes) {
+    return failed_precondition("run " + recorded.id + " sweeps other shapes than this one (" +
+                               nlohmann::json(recorded.shapes).dump() + " there, " +
+                               nlohmann::json(ours.shapes).dump() +
+                               " here): resume it with the same --shapes file, or without one");
   }
   if (compare_gpu_models) {
     std::set<std::string> their_models(recorded.gpu_models.begin(), recorded.gpu_models.end());

@@ -22,6 +22,9 @@ struct RunRecord {
   std::map<std::string, std::string> spec_hashes;  // by target
   std::string backend;
   std::vector<std::string> gpu_models;  // as searched so far ("" for any)
+  // A shape sweep's shapes by target (shape_string each, in the sweep's order); a target absent
+  // is searched at its benchmark shape. Stored only when the run has a sweep.
+  std::map<std::string, std::vector<std::string>> shapes;
   std::string toolchain;
   uint64_t seed = 1;
   uint32_t islands = 2;

@@ -24,6 +24,7 @@ FieldList submit_fields(const SubmitEvent& e) {
                  {"params", params_json(e.params)},
                  {"source", e.source_hash}};
   if (!e.gpu_model.empty()) f.emplace_back("gpu", e.gpu_model);
+  if (!e.shape.empty()) f.emplace_back("shape", e.shape);
   if (!e.model.empty()) f.emplace_back("model", e.model);
   if (e.kind != TaskKind::kSeed) {
     f.insert(f.end(), {{"island", std::to_string(e.island)},
@@ -56,6 +57,7 @@ FieldList result_fields(const ResultEvent& e) {
                  {"reason", e.reason},
                  {"result", proto::encode({proto::kProtocolVersion, r.task_id, r})}};
   if (!e.gpu_model.empty()) f.emplace_back("gpu", e.gpu_model);
+  if (!e.shape.empty()) f.emplace_back("shape", e.shape);
   if (e.at_s >= 0) f.emplace_back("at", exact_number(e.at_s));
   return f;
 }
@@ -63,6 +65,7 @@ FieldList result_fields(const ResultEvent& e) {
 FieldList done_fields(const DoneEvent& e) {
   FieldList f = {{"type", "done"}, {"target", e.target}, {"state", e.state}};
   if (!e.gpu_model.empty()) f.emplace_back("gpu", e.gpu_model);
+  if (!e.shape.empty()) f.emplace_back("shape", e.shape);
   return f;
 }
 
@@ -95,6 +98,7 @@ Result<SubmitEvent> parse_submit(const FieldMap& f) {
   KILN_ASSIGN_OR_RETURN(e.seq, integer_field(f, "seq"));
   KILN_ASSIGN_OR_RETURN(e.target, text_field(f, "target"));
   e.gpu_model = field(f, "gpu");
+  e.shape = field(f, "shape");
   KILN_ASSIGN_OR_RETURN(e.task, text_field(f, "task"));
   KILN_ASSIGN_OR_RETURN(e.candidate, text_field(f, "cand"));
   KILN_ASSIGN_OR_RETURN(e.kind, kind_field(f));
@@ -131,6 +135,7 @@ Result<ResultEvent> parse_result(const FieldMap& f) {
   ResultEvent e;
   KILN_ASSIGN_OR_RETURN(e.target, text_field(f, "target"));
   e.gpu_model = field(f, "gpu");
+  e.shape = field(f, "shape");
   KILN_ASSIGN_OR_RETURN(e.kind, kind_field(f));
   KILN_ASSIGN_OR_RETURN(e.verdict, verdict_field(f));
   e.reason = field(f, "reason");
@@ -151,6 +156,7 @@ Result<DoneEvent> parse_done(const FieldMap& f) {
   DoneEvent e;
   KILN_ASSIGN_OR_RETURN(e.target, text_field(f, "target"));
   e.gpu_model = field(f, "gpu");
+  e.shape = field(f, "shape");
   e.state = field(f, "state");
   std::optional<Phase> phase = final_phase_of(e.state);
   if (!phase) {
@@ -227,7 +233,7 @@ redis::SearchStep step_of(const SubmitEvent& e) {
     step.candidate_fields = {{"status", "re-timing"}, {"retime_task", e.task}};
     return step;
   }
-  step.candidate_fields = {{"target", unit_key(e.target, e.gpu_model)},
+  step.candidate_fields = {{"target", unit_key(e.target, e.gpu_model, e.shape)},
                            {"kind", std::string(task_kind_name(e.kind))},
                            {"task", e.task},
                            {"source_hash", e.source_hash},
@@ -249,7 +255,7 @@ redis::SearchStep step_of(const ResultEvent& e, const TargetStanding& standing) 
                            {"median_us", exact_number(r.timing.median_us)},
                            {"arch", r.arch}};
   if (!r.bottleneck.empty()) step.candidate_fields.emplace_back("bottleneck", r.bottleneck);
-  step.target = unit_key(e.target, e.gpu_model);
+  step.target = unit_key(e.target, e.gpu_model, e.shape);
   step.target_fields = {{"spec_hash", standing.spec_hash},
                         {"best_id", standing.best_id},
                         {"best_us", exact_number(standing.best_us)}};
@@ -264,7 +270,7 @@ redis::SearchStep step_of(const ResultEvent& e, const TargetStanding& standing) 
 redis::SearchStep step_of(const DoneEvent& e) {
   redis::SearchStep step;
   step.event = done_fields(e);
-  step.target = unit_key(e.target, e.gpu_model);
+  step.target = unit_key(e.target, e.gpu_model, e.shape);
   step.target_fields = {{"state", e.state}};
   return step;
 }

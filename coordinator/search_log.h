@@ -40,6 +40,7 @@ struct SubmitEvent {
   uint64_t seq = 0;  // the task's number in the run (task ids are made from it)
   std::string target;
   std::string gpu_model;  // the population's GPU model; "" for any
+  std::string shape;      // the population's sweep shape (shape_string); "" for none
   std::string task;       // task id
   std::string candidate;  // candidate id
   TaskKind kind = TaskKind::kChild;
@@ -63,6 +64,7 @@ struct SubmitEvent {
 struct ResultEvent {
   std::string target;
   std::string gpu_model;
+  std::string shape;  // the population's sweep shape; "" for none
   TaskKind kind = TaskKind::kChild;
   Verdict verdict = Verdict::kFailed;
   std::string reason;
@@ -76,6 +78,7 @@ struct DoneEvent {
   std::string gpu_model;
   Phase phase = Phase::kConverged;  // final: converged, stopped or failed
   std::string state;                // the target's state as shown, e.g. "converged: ..."
+  std::string shape;                // the population's sweep shape; "" for none
   bool operator==(const DoneEvent&) const = default;
 };
 

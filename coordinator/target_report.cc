@@ -5,9 +5,11 @@
 
 namespace kiln::coordinator {
 
-std::string unit_key(const std::string& target, const std::string& gpu_model) {
-  if (gpu_model.empty()) return target;
-  return target + "@" + redis::keys::safe_key_component(gpu_model);
+std::string unit_key(const std::string& target, const std::string& gpu_model,
+                     const std::string& shape) {
+  std::string key = shape.empty() ? target : target + "-" + shape;
+  if (gpu_model.empty()) return key;
+  return key + "@" + redis::keys::safe_key_component(gpu_model);
 }
 
 std::string_view phase_name(Phase phase) {
@@ -41,17 +43,19 @@ std::optional<Phase> final_phase_of(std::string_view state) {
 }
 
 nlohmann::json report_json(const TargetReport& r) {
-  return {{"target", r.target},
-          {"gpu_model", r.gpu_model},
-          {"state", r.state},
-          {"evaluations", r.evaluations},
-          {"failures", r.failures},
-          {"accepted", r.accepted},
-          {"seed_us", r.seed_us},
-          {"best_us", r.best_us},
-          {"fraction_of_floor", r.fraction_of_floor},
-          {"best_id", r.best_id},
-          {"best", r.best_label}};
+  nlohmann::json j = {{"target", r.target},
+                      {"gpu_model", r.gpu_model},
+                      {"state", r.state},
+                      {"evaluations", r.evaluations},
+                      {"failures", r.failures},
+                      {"accepted", r.accepted},
+                      {"seed_us", r.seed_us},
+                      {"best_us", r.best_us},
+                      {"fraction_of_floor", r.fraction_of_floor},
+                      {"best_id", r.best_id},
+                      {"best", r.best_label}};
+  if (!r.shape.empty()) j["shape"] = r.shape;  // only in a shape sweep: older readers see no change
+  return j;
 }
 
 }  // namespace kiln::coordinator

@@ -13,8 +13,11 @@ namespace kiln::coordinator {
 
 // The name of a target's population on one GPU model, as Redis (kiln:target:{key}), `kiln status`
 // and the output folder know it: the target's name, plus "@" and the model with spaces made "_"
-// when the population belongs to one model (e.g. "matmul@NVIDIA_H100_80GB_HBM3").
-std::string unit_key(const std::string& target, const std::string& gpu_model);
+// when the population belongs to one model (e.g. "matmul@NVIDIA_H100_80GB_HBM3"); a population
+// of a shape sweep names its shape (shape_string) after the target and a '-' (target names are
+// identifiers): "matmul-K=4096,M=16,N=4096@NVIDIA_H100_80GB_HBM3".
+std::string unit_key(const std::string& target, const std::string& gpu_model,
+                     const std::string& shape = "");
 
 // Where a target's search is. The last three are final: nothing more is proposed or judged.
 enum class Phase {
@@ -36,6 +39,7 @@ std::optional<Phase> final_phase_of(std::string_view state);
 struct TargetReport {
   std::string target;
   std::string gpu_model;  // the population's GPU model; "" for any
+  std::string shape;      // the sweep's shape it is timed at (shape_string); "" for the benchmark's
   // As shown: phase_name() of a phase that is not final; of a final one, its name and why
   // ("converged: no improvement in 64 proposals", "failed: the seed did not verify ...").
   std::string state = "starting";

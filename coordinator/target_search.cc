@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "evaluator/evaluation.h"
+#include "shared/redis_keys.h"
 
 namespace kiln::coordinator {
 namespace {
@@ -30,18 +31,24 @@ std::string agent_operator(const std::string& agent_op) {
 bool from_llm_agent(const std::string& op) { return op.rfind("agent llm", 0) == 0; }
 
 TargetSearch::TargetSearch(TargetSpec s, std::string model, const std::string& backend_name,
-                           const SearchParams& params)
+                           const SearchParams& params, std::optional<Shape> at)
     : spec(std::move(s)),
       gpu_model(std::move(model)),
-      key(unit_key(spec.name, gpu_model)),
-      population(spec.name, gpu_model.empty() ? backend_name : key.substr(spec.name.size() + 1),
+      shape(at ? shape_string(*at) : ""),
+      key(unit_key(spec.name, gpu_model, shape)),
+      // kiln:pop:{target}:{model}:{island}; a sweep's shape goes with the target part.
+      population(shape.empty() ? spec.name : spec.name + "-" + shape,
+                 gpu_model.empty() ? backend_name : redis::keys::safe_key_component(gpu_model),
                  params),
-      id_backend_(gpu_model.empty() ? backend_name : backend_name + "@" + gpu_model) {
+      // Candidate ids name the GPU model and the sweep's shape: a time belongs to both.
+      id_backend_((gpu_model.empty() ? backend_name : backend_name + "@" + gpu_model) +
+                  (shape.empty() ? "" : "-" + shape)) {
   backend = spec.backend(backend_name);
-  bench = spec.benchmark_for(backend_name);
+  bench = at ? *at : spec.benchmark_for(backend_name);
   dtype = backend ? backend->dtypes.front() : DType::kF32;
   report_.target = spec.name;
   report_.gpu_model = gpu_model;
+  report_.shape = shape;
   if (!backend) {
     finish(Phase::kFailed, "failed: no kernels for the " + backend_name + " backend");
   } else if (backend->tunable) {

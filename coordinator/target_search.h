@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,8 +54,10 @@ class TargetSearch {
  public:
   // `backend_name`: the backend searched ("cpu", "cuda"); a target without kernels for it starts
   // failed.
+  // `shape`: the shape of a sweep it is searched at (fitness there; its tasks name it), or
+  // nullopt for the backend's benchmark shape.
   TargetSearch(TargetSpec spec, std::string gpu_model, const std::string& backend_name,
-               const SearchParams& params);
+               const SearchParams& params, std::optional<Shape> shape = std::nullopt);
   TargetSearch(const TargetSearch&) = delete;
   TargetSearch& operator=(const TargetSearch&) = delete;
 
@@ -128,9 +131,10 @@ class TargetSearch {
 
   const TargetSpec spec;
   const std::string gpu_model;  // "" for any evaluator of the backend
-  const std::string key;        // unit_key(spec.name, gpu_model)
+  const std::string shape;      // the sweep's shape as shape_string() spells it; "" for none
+  const std::string key;        // unit_key(spec.name, gpu_model, shape)
   const BackendSpec* backend = nullptr;
-  Shape bench;
+  Shape bench;  // the shape timed: the sweep's, else the backend's benchmark shape
   DType dtype = DType::kF32;
   Population population;
   std::unique_ptr<agent::BuiltinProposer> proposer;
@@ -151,6 +155,8 @@ class TargetSearch {
   uint32_t slots = 1;  // evaluations it may have queued or running (Engine::allocate)
   uint32_t next_island = 0;
   std::vector<std::string> submitted;  // candidate ids sent for evaluation, in order
+  // Neighbours' bests already considered for transfer ("<key> <best id>"; Engine::transfer_child).
+  std::set<std::string> transfers_considered;
 
  private:
   void enter(Phase phase);  // a phase that is not final

@@ -108,6 +108,7 @@ class Worker {
                b->dtypes.front()};
     for (const auto& [k, v] : task.params) p.candidate.params[k] = v;
     p.candidate.profile = task.profile;
+    if (!task.shape.empty()) p.candidate.shape = task.shape;
     if (!task.dtypes.empty()) {
       KILN_ASSIGN_OR_RETURN(p.dtype, parse_dtype(task.dtypes.front()));
     }

@@ -43,12 +43,14 @@ Result<std::unique_ptr<CandidateEvaluator>> CandidateEvaluator::create(const Tar
   impl.scratch = impl.options.cache_dir + "/binaries";
   fs::create_directories(impl.scratch, ec);
   KILN_ASSIGN_OR_RETURN(impl.reference, Reference::build(impl.target, impl.options.cache_dir));
-  size_t timing = 0;
-  for (DType d : b->dtypes) {
-    impl.timing_base = std::max(impl.timing_base, impl.verify_bytes(d));
-    timing = std::max(timing, impl.timing_bytes(d));
+  for (DType d : b->dtypes) impl.timing_base = std::max(impl.timing_base, impl.verify_bytes(d));
+  impl.arena_bytes = impl.needed_arena_bytes();
+  if (impl.options.max_arena_bytes == 0) {
+    const double half = 0.5 * static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(sysconf(_SC_PAGE_SIZE));
+    impl.options.max_arena_bytes =
+        static_cast<size_t>(std::clamp(half, 1.0 * (1 << 30), 32.0 * (size_t{1} << 30)));
   }
-  impl.arena_bytes = impl.timing_base + timing + (1 << 20);
   KILN_RETURN_IF_ERROR(impl.ensure_sandbox().with_context("starting the sandbox"));
   e->arch_ = impl.sandbox->arch();
   e->device_name_ = impl.sandbox->device_name();
@@ -56,6 +58,20 @@ Result<std::unique_ptr<CandidateEvaluator>> CandidateEvaluator::create(const Tar
 }
 
 CandidateEvaluator::~CandidateEvaluator() = default;
+
+Status CandidateEvaluator::Impl::fit_arena() {
+  const size_t needed = needed_arena_bytes();
+  if (needed <= arena_bytes) return Status::ok();
+  if (needed > options.max_arena_bytes) {
+    return invalid_argument(
+        "timing at " + shape_string(benchmark()) + " needs " + std::to_string(needed >> 20) +
+        " MiB of arena, more than this " + "evaluator's limit of " +
+        std::to_string(options.max_arena_bytes >> 20) + " MiB: sweep smaller shapes");
+  }
+  arena_bytes = needed;
+  sandbox.reset();  // the next ensure_sandbox() maps an arena of the new size
+  return ensure_sandbox().with_context("starting a sandbox with a larger arena");
+}
 
 namespace {
 
@@ -166,6 +182,20 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     return finish(proto::Outcome::kRejected);
   }
   stage("scan", true, "", 0, 1);
+
+  // The timing shape: a sweep's (checked against the target's dims, the arena grown to fit it) or
+  // the benchmark shape.
+  m.timing_shape = c.shape;
+  if (c.shape) {
+    Status fits = check_shape(m.target, *c.shape);
+    if (fits.is_ok()) fits = m.fit_arena();
+    if (!fits.is_ok()) {
+      r.log = fits.message();
+      r.worker_fault = fits.code() != StatusCode::kInvalidArgument;
+      return finish(proto::Outcome::kInternalError);
+    }
+    r.shape = *c.shape;
+  }
 
   // Compile once per dtype the backend's kernels support (the sweep covers them all).
   // The scan above passed, so the requests are built without scanning again.

@@ -43,6 +43,9 @@ struct EvaluatorOptions {
   double attainable_flops_per_s = 0;  // reporting only: fraction_of_attainable
   // Replaces the target's benchmark shape (tests and quick runs on small machines).
   std::optional<Shape> benchmark_override;
+  // The most arena (host and device bytes) a timing shape may need; a larger one is refused
+  // without running anything. 0: half the machine's memory, at most 32 GiB.
+  size_t max_arena_bytes = 0;
   bool time = true;                  // false: verify only
   // After timing, profile every verified candidate: CUPTI counters and function attributes, the
   // bottleneck class and its next moves (EvaluationResult: "prof." metrics, bottleneck,
@@ -59,6 +62,10 @@ struct CandidateSpec {
   std::map<std::string, std::string> params;   // -D values (template parameters)
   const KernelSpec* geometry = nullptr;        // grid/block/shared_bytes expressions
   bool profile = false;                        // profile this one (EvaluateTask.profile)
+  // Time at this shape (EvaluateTask.shape, a shape of a sweep) instead of the benchmark shape;
+  // verification still runs at the target's own shapes. The sandbox's arena grows to fit it, up
+  // to EvaluatorOptions::max_arena_bytes.
+  std::optional<Shape> shape;
 };
 
 // Progress lines for humans ("smoke: passed (1 case)"); may be empty.

@@ -40,7 +40,23 @@ class CandidateEvaluator::Impl {
   std::string scratch;  // binaries handed to the sandbox
   std::vector<DType> dtypes;
 
-  Shape benchmark() const { return options.benchmark_override.value_or(target.benchmark); }
+  // The shape timed: the candidate's (a sweep's shape), else the override, else the target's.
+  Shape benchmark() const {
+    if (timing_shape) return *timing_shape;
+    return options.benchmark_override.value_or(target.benchmark);
+  }
+  std::optional<Shape> timing_shape;  // CandidateSpec::shape of the evaluation under way
+
+  // Arena bytes the verification region and the timing sets at benchmark() need.
+  size_t needed_arena_bytes() const {
+    size_t timing = 0;
+    for (DType d : dtypes) timing = std::max(timing, timing_bytes(d));
+    return timing_base + timing + (1 << 20);
+  }
+  // Grows the arena (a new sandbox child) when the timing shape needs more than it has; the arena
+  // never shrinks, so a sweep's shapes settle on the largest one's size. INVALID_ARGUMENT for a
+  // shape over options.max_arena_bytes.
+  Status fit_arena();
 
   Status ensure_sandbox() {
     if (sandbox && sandbox->alive()) return Status::ok();

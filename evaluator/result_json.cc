@@ -29,7 +29,8 @@ nlohmann::json result_to_json(const proto::EvaluationResult& r) {
           {"profile_note", r.profile_note},
           {"unit", r.unit},
           {"evaluator", r.evaluator},
-          {"evaluator_gpu_model", r.evaluator_gpu_model}};
+          {"evaluator_gpu_model", r.evaluator_gpu_model},
+          {"shape", r.shape}};  // the sweep's shape it was timed at; {} for the benchmark's
 }
 
 }  // namespace kiln::eval

@@ -48,6 +48,7 @@ void put_str(Packer& p, std::string_view s) {
 void put(Packer& p, const std::string& s) { put_str(p, s); }
 void put(Packer& p, uint32_t x) { p.pack_uint32(x); }  // smallest encoding that holds x
 void put(Packer& p, double x) { p.pack_double(x); }
+void put(Packer& p, int64_t x) { p.pack_int64(x); }  // smallest encoding that holds x
 template <std::same_as<bool> B>
 void put(Packer& p, B b) {
   if (b) {

@@ -110,6 +110,10 @@ struct EvaluateTask {
   // Which of the target's kernels the source is: kKindSeed or kKindTemplate (its geometry,
   // defines and parameter space). The evaluator never guesses it from the parameters.
   std::string kind;
+  // The shape to time at (dim name -> size, every dim of the target), for a population searched
+  // at one shape of a sweep (docs/run.md "Shape sweeps"); empty: the target's benchmark shape.
+  // Verification always runs at the target's own shapes.
+  std::map<std::string, int64_t> shape;
   bool operator==(const EvaluateTask&) const = default;
 };
 
@@ -214,6 +218,9 @@ struct EvaluationResult {
   // or whose spec differs, a backend it does not run): `log` says why; the coordinator gives the
   // task to another evaluator and the candidate is not blamed.
   bool worker_fault = false;
+  // The shape the evaluator timed at when the task named one (EvaluateTask.shape), echoed: the
+  // coordinator refuses the time of an evaluator that timed at another shape.
+  std::map<std::string, int64_t> shape;
   // Where the result came from, written by the coordinator when it accepts the result (what a
   // worker puts here is replaced): the population it is for ("target" or "target@GPU model"), and
   // the worker id and GPU model from the hello of the worker that held the task's lease.

@@ -114,6 +114,19 @@ Status read(const msgpack::object& o, uint32_t& out, const Path& at) {
   return {};
 }
 
+Status read(const msgpack::object& o, int64_t& out, const Path& at) {
+  if (o.type == msgpack::type::NEGATIVE_INTEGER) {
+    out = o.via.i64;
+    return {};
+  }
+  if (o.type != msgpack::type::POSITIVE_INTEGER) return type_mismatch(at, "integer", o);
+  if (o.via.u64 > static_cast<uint64_t>(INT64_MAX)) {
+    return field_error(at, "expected an integer below 2^63, got " + std::to_string(o.via.u64));
+  }
+  out = static_cast<int64_t>(o.via.u64);
+  return {};
+}
+
 Status read(const msgpack::object& o, double& out, const Path& at) {
   switch (o.type) {
     case msgpack::type::FLOAT32:

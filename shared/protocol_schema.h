@@ -55,6 +55,7 @@ void fields(V& v, Is<EvaluateTask> auto& m) {
   v("gpu_model", m.gpu_model, kOptional);
   v("spec_hash", m.spec_hash, kOptional);
   v("kind", m.kind, kOptional);
+  v("shape", m.shape, kOptional);
 }
 
 template <class V>
@@ -124,6 +125,7 @@ void fields(V& v, Is<EvaluationResult> auto& m) {
   v("bottleneck", m.bottleneck, kOptional);
   v("profile_note", m.profile_note, kOptional);
   v("worker_fault", m.worker_fault, kOptional);
+  v("shape", m.shape, kOptional);
   v("unit", m.unit, kOptional);
   v("evaluator", m.evaluator, kOptional);
   v("evaluator_gpu_model", m.evaluator_gpu_model, kOptional);

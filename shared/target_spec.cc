@@ -34,8 +34,8 @@ Result<Shape> read_shape(const nlohmann::json& j, const std::string& where,
     if (std::find(dims.begin(), dims.end(), it.key()) == dims.end()) {
       return invalid_argument(where + ": unknown dim '" + it.key() + "'");
     }
-    if (!it->is_number_integer() || it->get<int64_t>() < 1) {
-      return invalid_argument(where + "." + it.key() + ": expected a positive integer");
+    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > kMaxDimSize) {
+      return invalid_argument(where + "." + it.key() + ": expected a positive integer below 2^31");
     }
     shape[it.key()] = it->get<int64_t>();
   }
@@ -228,6 +228,25 @@ int64_t element_count(const TargetArg& arg, const Shape& shape) {
   int64_t n = 1;
   for (const auto& d : arg.shape) n *= shape.at(d);
   return n;
+}
+
+Status check_shape(const TargetSpec& target, const Shape& shape) {
+  for (const auto& [d, n] : shape) {
+    if (std::find(target.dims.begin(), target.dims.end(), d) == target.dims.end()) {
+      return invalid_argument("shape: '" + target.name + "' has no dim '" + log_safe(d, 40) + "'");
+    }
+    if (n < 1 || n > kMaxDimSize) {
+      return invalid_argument("shape " + shape_string(shape) + ": " + d +
+                              " must be a positive integer below 2^31");
+    }
+  }
+  for (const auto& d : target.dims) {
+    if (!shape.count(d)) {
+      return invalid_argument("shape " + shape_string(shape) + ": dim '" + d + "' of '" +
+                              target.name + "' missing");
+    }
+  }
+  return Status::ok();
 }
 
 std::string shape_string(const Shape& shape) {

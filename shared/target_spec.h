@@ -128,6 +128,13 @@ int64_t element_count(const TargetArg& arg, const Shape& shape);
 // "M=8192,N=8192"
 std::string shape_string(const Shape& shape);
 
+// The largest size a dim may have (kernels index with 32-bit integers).
+inline constexpr int64_t kMaxDimSize = (int64_t{1} << 31) - 1;
+
+// Whether `shape` names every dim of `target` and nothing else, each from 1 to kMaxDimSize;
+// INVALID_ARGUMENT saying what is wrong otherwise.
+Status check_shape(const TargetSpec& target, const Shape& shape);
+
 // The built-in targets folder: <exe>/../share/kiln/targets (bundle), else the source tree's
 // targets/. Users' folders come before it on the lookup path (shared/target_path.h).
 std::string default_targets_dir();

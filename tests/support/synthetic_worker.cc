@@ -22,6 +22,7 @@ proto::EvaluationResult verified_result(const proto::EvaluateTask& task, const s
   r.timing.samples = 10;
   r.timing.noise_rel = 0.002;
   r.metrics["fraction_of_floor"] = 0.25;
+  r.shape = task.shape;
   return r;
 }
 
@@ -85,8 +86,12 @@ void SyntheticWorker::loop(zmq::context_t& ctx, const std::string& endpoint) {
         if (holding) {
           ++held;
         } else {
-          link->send(
-              verified_result(*task, arch, time_of(task->candidate_id) * options_.time_scale));
+          proto::EvaluationResult r = verified_result(
+              *task, arch,
+              (options_.time_fn ? options_.time_fn(*task) : time_of(task->candidate_id)) *
+                  options_.time_scale);
+          if (!options_.echo_shape) r.shape.clear();
+          link->send(r);
           link->send(proto::Credit{1});
           if (++answered_ >= options_.limit && options_.stop_after) options_.stop_after->store(true);
         }

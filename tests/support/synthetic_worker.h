@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -31,11 +32,15 @@ struct SyntheticWorkerOptions {
   std::atomic<bool>* stop_after = nullptr;
   bool hold_after_limit = false;  // past `limit`, receive tasks but answer none
   std::map<std::string, std::string> spec_hashes;  // announced in the hello
+  // The time (us, before time_scale) of a task; default time_of(candidate id). Lets a test give a
+  // template's space a landscape (a function of the parameters and the sweep's shape).
+  std::function<double(const proto::EvaluateTask&)> time_fn;
+  bool echo_shape = true;  // false: answers like a kiln from before shape sweeps
   net::HeartbeatPolicy heartbeat{100, 3, 100, 1000};
 };
 
 // A verified result for `task` as an evaluator sends it: every stage of proto::kVerifiedStages
-// passed, and a timing with that median.
+// passed, a timing with that median, and the task's shape echoed (as the evaluator does).
 proto::EvaluationResult verified_result(const proto::EvaluateTask& task, const std::string& arch,
                                         double median_us);
 

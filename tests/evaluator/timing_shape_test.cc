@@ -1,0 +1,84 @@
+// Timing at a shape of a sweep (CandidateSpec::shape, from EvaluateTask.shape): the evaluator times
+// the candidate there (its arena grows to fit, and stays grown), echoes the shape in the result,
+// and refuses a shape that does not fit the target or the arena limit without blaming a worker.
+#include <gtest/gtest.h>
+
+#include "evaluator/evaluation.h"
+#include "evaluator/toolchain.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::eval {
+namespace {
+
+class TimingShapeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = load_target(KILN_SOURCE_DIR "/targets/rmsnorm");
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    target_ = std::move(t).value();
+    auto toolchain = Toolchain::create("cpu", dir_.path());
+    ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
+    toolchain_ = std::move(toolchain).value();
+  }
+  std::unique_ptr<CandidateEvaluator> evaluator(size_t max_arena = 0) {
+    EvaluatorOptions options;
+    options.kiln_binary = testing::kiln_binary();
+    options.cache_dir = dir_.path();
+    options.benchmark_override = Shape{{"M", 64}, {"N", 256}};  // a small arena to start with
+    options.min_samples = 10;
+    options.max_timing_ms = 200;
+    options.max_arena_bytes = max_arena;
+    auto e = CandidateEvaluator::create(target_, "cpu", toolchain_->compiler(), options);
+    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
+    return e.is_ok() ? std::move(e).value() : nullptr;
+  }
+  proto::EvaluationResult seed_at(CandidateEvaluator& e, std::optional<Shape> shape) {
+    const KernelSpec& seed = target_.backend("cpu")->seed;
+    CandidateSpec c{"seed", seed.source, seed.kernel_name, seed.defines, &seed};
+    c.shape = std::move(shape);
+    return e.evaluate(c, DType::kF32);
+  }
+
+  testing::TempDir dir_;
+  TargetSpec target_;
+  std::unique_ptr<Toolchain> toolchain_;
+};
+
+TEST_F(TimingShapeTest, TimesAtTheTasksShapeAndEchoesIt) {
+  auto e = evaluator();
+  ASSERT_NE(e, nullptr);
+  const Shape big = {{"M", 512}, {"N", 4096}};  // 128x the elements: the arena must grow
+  proto::EvaluationResult r = seed_at(*e, big);
+  ASSERT_EQ(r.outcome, proto::Outcome::kVerified) << r.log;
+  EXPECT_EQ(r.shape, big);
+  proto::EvaluationResult small = seed_at(*e, Shape{{"M", 64}, {"N", 256}});
+  ASSERT_EQ(small.outcome, proto::Outcome::kVerified) << small.log;
+  EXPECT_GT(r.timing.median_us, 10 * small.timing.median_us)
+      << "128x the work timed in " << r.timing.median_us << " us against "
+      << small.timing.median_us;
+  proto::EvaluationResult plain = seed_at(*e, std::nullopt);  // the benchmark shape, no echo
+  ASSERT_EQ(plain.outcome, proto::Outcome::kVerified) << plain.log;
+  EXPECT_TRUE(plain.shape.empty());
+}
+
+TEST_F(TimingShapeTest, RefusesAShapeTheTargetOrTheArenaLimitCannotTake) {
+  auto e = evaluator(64 << 20);
+  ASSERT_NE(e, nullptr);
+  const std::vector<std::pair<Shape, std::string>> bad = {
+      {{{"M", 64}}, "dim 'N'"},
+      {{{"M", 64}, {"N", 256}, {"K", 3}}, "no dim 'K'"},
+      {{{"M", 0}, {"N", 256}}, "positive integer"},
+      {{{"M", 65536}, {"N", 8192}}, "more than this evaluator's limit"},
+  };
+  for (const auto& [shape, why] : bad) {
+    proto::EvaluationResult r = seed_at(*e, shape);
+    EXPECT_EQ(r.outcome, proto::Outcome::kInternalError) << shape_string(shape);
+    EXPECT_FALSE(r.worker_fault) << shape_string(shape);  // the same at every evaluator
+    EXPECT_NE(r.log.find(why), std::string::npos) << shape_string(shape) << ": " << r.log;
+  }
+  // The evaluator goes on.
+  EXPECT_EQ(seed_at(*e, Shape{{"M", 128}, {"N", 512}}).outcome, proto::Outcome::kVerified);
+}
+
+}  // namespace
+}  // namespace kiln::eval
