@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/eval_candidate.h"
+#include "cli/export_dispatch.h"
 #include "cli/local_eval.h"
 #include "cli/redis_password.h"
 #include "evaluator/cuda/cuda_probe.h"
@@ -136,6 +137,16 @@ int run_export(const ExportArgs& a) {
     report_fatal("kiln export: " + msg);
     return code;
   };
+  // A run that swept shapes of the target: its bests make a dispatch table.
+  if (!a.out.empty() && a.candidate.empty() && a.gpu_model.empty()) {
+    Result<std::vector<exporter::ExportCandidate>> swept =
+        exporter::sweep_bests_from_run_folder(a.out, a.target, a.targets_dir);
+    if (!swept.is_ok()) return fail(swept.status().message(), 2);
+    if (!swept->empty()) {
+      return run_dispatch_export({a.format, a.dtype, a.to, a.no_verify, a.gpu},
+                                 std::move(swept).value());
+    }
+  }
   Result<exporter::ExportCandidate> found = find_candidate(a);
   if (!found.is_ok()) return fail(found.status().message(), 2);
   exporter::ExportCandidate& c = *found;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "cli/resume_command.h"
 
@@ -54,6 +55,7 @@ void print_status_table(const std::vector<coordinator::TargetReport>& reports, F
 void print_winners(const std::vector<coordinator::TargetReport>& reports,
                    const std::string& run_option, const std::string& backend, FILE* to) {
   bool any = false;
+  std::set<std::string> swept;  // targets of a shape sweep: one export, a dispatch table
   for (const auto& r : reports) {
     if (r.best_id.empty()) continue;
     if (!any)
@@ -61,6 +63,14 @@ void print_winners(const std::vector<coordinator::TargetReport>& reports,
     any = true;
     std::fprintf(to, "  %s: %s, candidate %s\n", table_label(r).c_str(), r.best_label.c_str(),
                  r.best_id.substr(0, 12).c_str());
+    if (!r.shape.empty()) {
+      if (swept.insert(r.target).second) {
+        std::fprintf(to,
+                     "    kiln export %s %s   (a dispatch table over every shape and GPU model)\n",
+                     r.target.c_str(), run_option.c_str());
+      }
+      continue;
+    }
     std::string cmd = "kiln export " + r.target + " " + run_option;
     if (!r.gpu_model.empty()) cmd += " --gpu-model " + shell_quote(r.gpu_model);
     const char* formats = backend == "cpu"    ? "cpp|torch"

@@ -103,6 +103,50 @@ std::string params_text(const std::map<std::string, std::string>& params) {
   return out;
 }
 
+Result<std::vector<ExportCandidate>> sweep_bests_from_run_folder(const std::string& out,
+                                                                 const std::string& target,
+                                                                 const std::string& targets_dirs) {
+  std::vector<ExportCandidate> found;
+  const fs::path best_dir = fs::path(out) / "best";
+  if (!fs::is_directory(best_dir)) return found;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(best_dir)) {
+    // A sweep's unit is "<target>-<shape>[@model]" (target names are identifiers: no '-').
+    if (e.path().extension() == ".json" && e.path().stem().string().rfind(target + "-", 0) == 0)
+      files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    nlohmann::json best = nlohmann::json::parse(std::ifstream(f), nullptr, false);
+    if (best.is_discarded() || !best.is_object() || !best.contains("benchmark_shape"))
+      return data_loss(f.string() + " is not a best kernel's record");
+    ExportCandidate c;
+    c.backend = best.value("backend", "");
+    c.gpu_model = best.value("gpu_model", "");
+    KILN_ASSIGN_OR_RETURN(
+        c.target, load_checked(targets_dirs, target, best.value("spec_hash", ""), f.string()));
+    c.candidate_id = best.value("best_id", "");
+    c.source = best.value("source", "");
+    KILN_ASSIGN_OR_RETURN(c.params,
+                          params_from_json(best.value("params", nlohmann::json()), f.string()));
+    c.search_result = best.value("verification", nlohmann::json());
+    c.origin = f.string();
+    c.best_us = best.value("best_us", 0.0);
+    for (const auto& [d, n] : best["benchmark_shape"].items()) {
+      if (!n.is_number_integer())
+        return data_loss(f.string() + ": benchmark_shape." + d + " is not an integer");
+      c.shape[d] = n.get<int64_t>();
+    }
+    if (Status s = check_shape(c.target, c.shape); !s.is_ok())
+      return data_loss(f.string() + ": " + s.message());
+    const std::string arch = c.search_result.is_object() ? c.search_result.value("arch", "") : "";
+    c.arch = arch;
+    KILN_RETURN_IF_ERROR(complete(c, ""));
+    found.push_back(std::move(c));
+  }
+  return found;
+}
+
 Result<ExportCandidate> from_run_folder(const std::string& out, const RunSelection& sel,
                                         const std::string& targets_dirs) {
   const fs::path best_dir = fs::path(out) / "best";

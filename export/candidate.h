@@ -28,6 +28,13 @@ struct ExportCandidate {
   std::string arch;              // of the evaluation that verified it ("sm_90a", "cpu"; "" unknown)
   nlohmann::json search_result;  // the run's verified result (result_to_json), null if none
   std::string origin;            // where it was found, for the record and messages
+  // In a shape sweep: the shape its population was timed at ({} for the benchmark shape) and its
+  // time there (us; 0 unknown).
+  Shape shape;
+  double best_us = 0;
+  // One entry of a dispatch table (dispatch_export.h): appended to the export's namespace and to
+  // the kernel's symbol, so that several configurations link into one program. "" for none.
+  std::string variant;
 
   const KernelSpec& geometry() const;  // the seed's or the template's
 };
@@ -47,6 +54,12 @@ struct RunSelection {
 // must have the spec hash the run recorded.
 Result<ExportCandidate> from_run_folder(const std::string& out, const RunSelection& sel,
                                         const std::string& targets_dirs);
+
+// Every best of a shape sweep of `target` in a run's folder (best/<target>-<shape>[@model].json),
+// by unit name; empty when the run swept no shapes of it.
+Result<std::vector<ExportCandidate>> sweep_bests_from_run_folder(const std::string& out,
+                                                                 const std::string& target,
+                                                                 const std::string& targets_dirs);
 
 // From a run's Redis (running or finished): kiln:target:{unit} names the best, kiln:cand:{id} its
 // source and parameters, kiln:result:{id}:{arch} its verified result.

@@ -98,6 +98,15 @@ std::vector<LaunchArg> only(const std::vector<LaunchArg>& args, LaunchArg::Kind 
 
 }  // namespace
 
+std::string launch_arg_list(const std::vector<LaunchArg>& args, bool with_types,
+                            bool with_defaults) {
+  return join_args(args, with_types, with_defaults);
+}
+
+std::vector<LaunchArg> launch_args_of(const std::vector<LaunchArg>& args, LaunchArg::Kind kind) {
+  return only(args, kind);
+}
+
 std::string code_name(const std::string& name) {
   static const std::set<std::string> kKeywords = {
       // C++
@@ -124,7 +133,7 @@ std::string code_name(const std::string& name) {
 std::string export_namespace(const ExportCandidate& c) {
   std::string id = "kiln_";
   for (char ch : c.target.name) id += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return id;
+  return c.variant.empty() ? id : id + "_" + c.variant;
 }
 
 std::vector<LaunchArg> launch_args(const ExportCandidate& c) {
@@ -225,6 +234,9 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   if (cuda) u += "#pragma nv_diag_suppress 177\n";
   u += "#define KILN_DTYPE " + macro + "\n";
   for (const auto& [name, value] : c.params) u += "#define " + name + " " + value + "\n";
+  // An entry of a dispatch table: its own symbol, so that every entry links into one program.
+  if (!c.variant.empty())
+    u += "#define " + c.kernel_name + " " + c.kernel_name + "_" + c.variant + "\n";
   u += eval::with_prelude(c.backend, c.source);
   if (u.back() != '\n') u += '\n';
   u += "// ---- end of the kernel ----\n\n";

@@ -37,6 +37,13 @@ std::string code_name(const std::string& name);
 // The launcher's arguments for `c` (cuda or cpu types), named by code_name().
 std::vector<LaunchArg> launch_args(const ExportCandidate& c);
 
+// The arguments as a C++ parameter list ("const T* x, T* y, long long M, float eps = 1e-06f") or,
+// without types, as the names that forward them.
+std::string launch_arg_list(const std::vector<LaunchArg>& args, bool with_types,
+                            bool with_defaults);
+// The arguments of one kind, in order.
+std::vector<LaunchArg> launch_args_of(const std::vector<LaunchArg>& args, LaunchArg::Kind kind);
+
 // The C++ identifier of the export's namespace: "kiln_" + the target's name made an identifier.
 std::string export_namespace(const ExportCandidate& c);
 

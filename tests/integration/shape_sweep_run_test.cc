@@ -1,0 +1,166 @@
+// A shape sweep end to end on the cpu backend: `kiln coordinator --shapes FILE` with two
+// `kiln evaluator` processes that announce different GPU models; every (shape, model) population
+// is searched with real compiles and timings at its shape, transfer children name their
+// neighbours, and `kiln export` of the run writes a dispatch table whose launcher, built with the
+// system compiler, picks the entry nearest the shape it is called with and computes the right
+// answer there, also at shapes the sweep never saw.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "tests/support/test_env.h"
+
+namespace kiln {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+constexpr const char* kDriver = R"(#include "rmsnorm.h"
+#include <cmath>
+#include <cstdio>
+#include <vector>
+int main() {
+  const long long shapes[][2] = {{32, 512}, {40, 600}, {128, 2048}, {100, 3000}, {1, 1}};
+  for (const auto& s : shapes) {
+    const long long M = s[0], N = s[1];
+    std::vector<float> x(M * N), w(N), y(M * N);
+    for (long long i = 0; i < M * N; ++i) x[i] = std::sin(0.1 * i);
+    for (long long i = 0; i < N; ++i) w[i] = 1 + 0.001 * i;
+    std::string why;
+    const int e = kiln_rmsnorm::entry(M, N);
+    const bool ok = kiln_rmsnorm::launch(x.data(), w.data(), y.data(), M, N, 1e-6f, &why);
+    double err = 0;
+    for (long long r = 0; r < M; ++r) {
+      double ss = 0;
+      for (long long c = 0; c < N; ++c) ss += x[r * N + c] * x[r * N + c];
+      const double inv = 1 / std::sqrt(ss / N + 1e-6);
+      for (long long c = 0; c < N; ++c) err = std::fmax(err, std::fabs(y[r * N + c] - x[r * N + c] * inv * w[c]));
+    }
+    std::printf("M=%lld,N=%lld %s %d %g\n", M, N, e >= 0 ? kiln_rmsnorm::kEntries[e].shape : "none", ok, err);
+  }
+}
+)";
+
+TEST(ShapeSweepRun, EveryShapeAndModelIsSearchedAndTheExportDispatchesByShape) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/coord";
+  const std::string kiln = testing::kiln_binary();
+  const std::string sweep =
+      dir.write("sweep.json", R"({"rmsnorm": [{"M": 32, "N": 512}, {"M": 128, "N": 2048}]})");
+  const std::string evaluator = kiln + " evaluator --connect $(cat " + out +
+                                "/endpoint) --backend cpu --cache-dir " + dir.path() +
+                                "/cache --targets-dir " KILN_SOURCE_DIR "/targets";
+  const std::string script =
+      "set -u\n" + kiln +
+      " coordinator --bind 'tcp://127.0.0.1:*' --backend cpu --targets rmsnorm" + " --shapes " +
+      sweep + " --budget 240s --patience 4 --in-flight 2 --out " + out +
+      " --targets-dir " KILN_SOURCE_DIR "/targets > " + dir.path() +
+      "/coord.log 2>&1 & coord=$!\n" + "for i in $(seq 1 300); do [ -s " + out +
+      "/endpoint ] && break; sleep 0.1; done\n" + evaluator +
+      " --gpu-model 'Model Alpha' --worker-id eval-alpha > " + dir.path() +
+      "/alpha.log 2>&1 & a=$!\n" + evaluator + " --gpu-model beta --worker-id eval-beta > " +
+      dir.path() + "/beta.log 2>&1 & b=$!\n" +
+      "wait $coord; echo rc=$?; kill $a $b; wait $a $b; cat " + dir.path() + "/coord.log\n";
+  std::string output;
+  testing::run_command("bash " + dir.write("farm.sh", script) + " 2>&1", &output);
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  EXPECT_NE(output.find("shape sweep: rmsnorm at 2 shape(s)"), std::string::npos) << output;
+
+  // Four populations: two shapes on two models, each searched at its shape.
+  nlohmann::json summary = read_json(out + "/summary.json");
+  ASSERT_TRUE(summary.is_array()) << output;
+  std::set<std::string> units;
+  for (const auto& t : summary) {
+    SCOPED_TRACE(t.dump());
+    const std::string unit = "rmsnorm-" + t["shape"].get<std::string>() + "@" +
+                             (t["gpu_model"] == "beta" ? "beta" : "Model_Alpha");
+    units.insert(unit);
+    EXPECT_GT(t["evaluations"].get<int>(), 1);
+    EXPECT_GT(t["best_us"].get<double>(), 0);
+    nlohmann::json best = read_json(out + "/best/" + unit + ".json");
+    ASSERT_TRUE(best.is_object()) << unit;
+    EXPECT_EQ(best["verification"]["unit"], unit);
+    EXPECT_EQ(best["verification"]["evaluator_gpu_model"], t["gpu_model"]);
+    // Timed at its shape: the record and the evaluator's echo name it.
+    EXPECT_EQ(best["verification"]["shape"], best["benchmark_shape"]);
+  }
+  EXPECT_EQ(units, (std::set<std::string>{
+                       "rmsnorm-M=32,N=512@Model_Alpha", "rmsnorm-M=32,N=512@beta",
+                       "rmsnorm-M=128,N=2048@Model_Alpha", "rmsnorm-M=128,N=2048@beta"}));
+  // Every result belongs to the population of its row's shape and its evaluator's model; the larger
+  // shape takes longer (the times really are at the shapes).
+  std::map<std::string, double> fastest;
+  std::ifstream lines(out + "/results.jsonl");
+  std::string line;
+  size_t transfers = 0;
+  while (std::getline(lines, line)) {
+    nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(r.is_discarded()) << line;
+    if (r["evaluator"] == "" || r["outcome"] != "verified") continue;
+    ASSERT_TRUE(r.contains("shape")) << line;
+    const std::string model = r["evaluator_gpu_model"] == "beta" ? "beta" : "Model_Alpha";
+    EXPECT_EQ(r["unit"], "rmsnorm-" + r["shape"].get<std::string>() + "@" + model) << line;
+    const std::string shape = r["shape"].get<std::string>();
+    const double t = r["timing"]["median_us"].get<double>();
+    if (!fastest.count(shape) || t < fastest[shape]) fastest[shape] = t;
+    transfers += r["op"].get<std::string>().rfind("transfer rmsnorm-", 0) == 0;
+  }
+  ASSERT_EQ(fastest.size(), 2u);
+  EXPECT_GT(fastest["M=128,N=2048"], 4 * fastest["M=32,N=512"]);
+  (void)transfers;  // the cpu template's four configurations may all be tried before a best exists
+
+  // The export: a dispatch table of the four bests, verified here, that links into one program.
+  const std::string to = dir.path() + "/rx";
+  std::string exported;
+  ASSERT_EQ(testing::run_command(kiln + " export rmsnorm --out " + out + " --to " + to +
+                                     " --targets-dir " KILN_SOURCE_DIR "/targets 2>&1",
+                                 &exported),
+            0)
+      << exported;
+  EXPECT_NE(exported.find("dispatch table of 4 configurations"), std::string::npos) << exported;
+  nlohmann::json table = read_json(to + "/dispatch.json");
+  ASSERT_TRUE(table.is_array());
+  EXPECT_EQ(table.size(), 4u);
+  dir.write("rx/driver.cc", kDriver);
+  std::string built;
+  ASSERT_EQ(testing::run_command(
+                "cd " + to +
+                    " && c++ -std=c++17 -O2 -I. driver.cc rmsnorm*.cc -o driver 2>&1 && ./driver",
+                &built),
+            0)
+      << built;
+  // No GPU model on the cpu: entries of any model; the nearest shape wins, a shape never searched
+  // takes its nearest neighbour, and every answer is right.
+  const std::map<std::string, std::string> want = {{"M=32,N=512", "M=32,N=512"},
+                                                   {"M=40,N=600", "M=32,N=512"},
+                                                   {"M=128,N=2048", "M=128,N=2048"},
+                                                   {"M=100,N=3000", "M=128,N=2048"},
+                                                   {"M=1,N=1", "M=32,N=512"}};
+  std::istringstream rows(built);
+  size_t checked = 0;
+  for (std::string row; std::getline(rows, row);) {
+    std::istringstream f(row);
+    std::string shape, entry;
+    int ok = 0;
+    double err = 1;
+    f >> shape >> entry >> ok >> err;
+    ASSERT_TRUE(want.count(shape)) << row;
+    EXPECT_EQ(entry, want.at(shape)) << row;
+    EXPECT_EQ(ok, 1) << row;
+    EXPECT_LT(err, 1e-4) << row;
+    ++checked;
+  }
+  EXPECT_EQ(checked, want.size()) << built;
+}
+
+}  // namespace
+}  // namespace kiln
