@@ -7,6 +7,7 @@
 
 #include "cli/eval_candidate.h"
 #include "cli/export_dispatch.h"
+#include "cli/export_here.h"
 #include "cli/local_eval.h"
 #include "cli/redis_password.h"
 #include "evaluator/cuda/cuda_probe.h"
@@ -151,13 +152,8 @@ int run_export(const ExportArgs& a) {
   if (!found.is_ok()) return fail(found.status().message(), 2);
   exporter::ExportCandidate& c = *found;
   if (!a.dtype.empty()) {
-    Result<DType> d = parse_dtype(a.dtype);
+    Result<DType> d = export_dtype(c, a.dtype);
     if (!d.is_ok()) return fail(d.status().message(), 2);
-    const auto& dts = c.target.backend(c.backend)->dtypes;
-    if (std::find(dts.begin(), dts.end(), *d) == dts.end()) {
-      return fail(
-          "the " + c.backend + " kernels of " + c.target.name + " do not support " + a.dtype, 2);
-    }
     c.dtype = *d;
   }
   const std::string format = a.format.empty() ? (c.backend == "cuda" ? "cuda" : "cpp") : a.format;
@@ -187,25 +183,17 @@ int run_export(const ExportArgs& a) {
   } else {
     std::printf(
         "  verifying here (five stages at every shape the target lists, then the timing):\n");
-    LocalEvalOptions o;
-    o.gpu = a.gpu;
-    o.progress = [](const std::string& line) {
+    const auto progress = [](const std::string& line) {
       std::printf("    %s\n", line.c_str());
       std::fflush(stdout);
     };
-    eval::CandidateSpec spec{"export", c.source, c.kernel_name, c.params, &c.geometry(), false};
-    Result<LocalEval> ev = evaluate_here(c.target, c.backend, spec, c.dtype, o);
-    if (!ev.is_ok()) return fail("verifying here: " + ev.status().message(), 1);
-    if (ev->result.outcome != proto::Outcome::kVerified) {
-      std::string why = proto::outcome_name(ev->result.outcome);
-      for (const auto& s : ev->result.stages)
-        if (!s.passed) why += "; " + s.name + ": " + s.detail;
-      return fail("the kernel did not verify here (" + why + "); nothing was written", 1);
+    Result<HereCheck> check = verify_here(c, a.gpu, std::nullopt, progress);
+    if (!check.is_ok()) return fail("verifying here: " + check.status().message(), 1);
+    if (!check->failure.empty()) {
+      return fail("the kernel did not verify here (" + check->failure + "); nothing was written",
+                  1);
     }
-    here = exporter::evaluation_summary(eval::result_to_json(ev->result));
-    here["device"] = ev->device;
-    here["arch"] = ev->arch;
-    here["tools"] = ev->tools;
+    here = std::move(check->record);
   }
   if (Status w = exporter::write_export(to, c, format, *files, here); !w.is_ok())
     return fail(w.message(), 1);

@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
+#include "cli/export_here.h"
 #include "cli/local_eval.h"
-#include "evaluator/result_json.h"
 #include "export/dispatch_export.h"
 #include "export/record.h"
 #include "shared/fatal.h"
@@ -27,13 +27,8 @@ int run_dispatch_export(const DispatchExportArgs& a,
                 2);
   }
   if (!a.dtype.empty()) {
-    Result<DType> d = parse_dtype(a.dtype);
+    Result<DType> d = export_dtype(first, a.dtype);
     if (!d.is_ok()) return fail(d.status().message(), 2);
-    const auto& dts = first.target.backend(first.backend)->dtypes;
-    if (std::find(dts.begin(), dts.end(), *d) == dts.end())
-      return fail("the " + first.backend + " kernels of " + first.target.name + " do not support " +
-                      a.dtype,
-                  2);
     for (auto& e : entries) e.dtype = *d;
   }
   Result<std::vector<exporter::ExportFile>> files =
@@ -64,26 +59,18 @@ int run_dispatch_export(const DispatchExportArgs& a,
     nlohmann::json each = nlohmann::json::array();
     for (size_t k = 0; k < entries.size(); ++k) {
       const auto& e = entries[k];
-      LocalEvalOptions o;
-      o.gpu = a.gpu;
-      o.benchmark_override = e.shape;
-      eval::CandidateSpec spec{"export", e.source, e.kernel_name, e.params, &e.geometry(), false};
-      Result<LocalEval> ev = evaluate_here(e.target, e.backend, spec, e.dtype, o);
-      if (!ev.is_ok())
-        return fail("verifying v" + std::to_string(k) + " here: " + ev.status().message(), 1);
-      if (ev->result.outcome != proto::Outcome::kVerified) {
-        std::string why = proto::outcome_name(ev->result.outcome);
-        for (const auto& s : ev->result.stages)
-          if (!s.passed) why += "; " + s.name + ": " + s.detail;
-        return fail(
-            "v" + std::to_string(k) + " did not verify here (" + why + "); nothing was written", 1);
+      Result<HereCheck> check = verify_here(e, a.gpu, e.shape, {});
+      if (!check.is_ok())
+        return fail("verifying v" + std::to_string(k) + " here: " + check.status().message(), 1);
+      if (!check->failure.empty()) {
+        return fail("v" + std::to_string(k) + " did not verify here (" + check->failure +
+                        "); nothing was written",
+                    1);
       }
-      std::printf("    v%zu: verified, %.2f us at %s\n", k, ev->result.timing.median_us,
-                  shape_string(e.shape).c_str());
-      nlohmann::json s = exporter::evaluation_summary(eval::result_to_json(ev->result));
+      std::printf("    v%zu: verified, %.2f us at %s\n", k,
+                  check->record["timing"].value("median_us", 0.0), shape_string(e.shape).c_str());
+      nlohmann::json s = std::move(check->record);
       s["variant"] = "v" + std::to_string(k);
-      s["device"] = ev->device;
-      s["arch"] = ev->arch;
       each.push_back(std::move(s));
     }
     here = {{"entries", each}};

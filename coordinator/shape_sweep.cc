@@ -10,20 +10,6 @@
 namespace kiln::coordinator {
 namespace {
 
-Result<Shape> shape_from(const nlohmann::json& j, const TargetSpec& t, const std::string& where) {
-  if (!j.is_object()) return invalid_argument(where + ": expected an object of dim sizes");
-  Shape s;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (!it->is_number_integer()) {
-      return invalid_argument(where + "." + it.key() + ": expected a positive integer below 2^31");
-    }
-    s[it.key()] = it->get<int64_t>();
-  }
-  Status ok = check_shape(t, s);
-  if (!ok.is_ok()) return invalid_argument(where + ": " + ok.message());
-  return s;
-}
-
 // Every combination of a grid (dim -> sizes), the target's first dim changing slowest.
 Status add_grid(const nlohmann::json& grid, const TargetSpec& t, const std::string& where,
                 std::vector<Shape>* out) {
@@ -61,7 +47,7 @@ Status add_grid(const nlohmann::json& grid, const TargetSpec& t, const std::stri
       s[axes[a].first] = axes[a].second[rest % axes[a].second.size()];
       rest /= axes[a].second.size();
     }
-    Status ok = check_shape(t, s);
+    Status ok = check_shape(t.dims, s);
     if (!ok.is_ok()) return invalid_argument(where + ": " + ok.message());
     out->push_back(std::move(s));
   }
@@ -91,8 +77,8 @@ Result<ShapeSweep> parse_shape_sweep(const std::string& text,
     const std::string where = it.key();
     if (it->is_array()) {
       for (size_t i = 0; i < it->size(); ++i) {
-        KILN_ASSIGN_OR_RETURN(Shape s,
-                              shape_from((*it)[i], *t, where + "[" + std::to_string(i) + "]"));
+        KILN_ASSIGN_OR_RETURN(
+            Shape s, shape_from_json((*it)[i], where + "[" + std::to_string(i) + "]", t->dims));
         shapes.push_back(std::move(s));
       }
     } else if (it->is_object()) {
@@ -107,7 +93,8 @@ Result<ShapeSweep> parse_shape_sweep(const std::string& text,
         if (!list.is_array()) return invalid_argument(where + ".shapes: expected a list of shapes");
         for (size_t i = 0; i < list.size(); ++i) {
           KILN_ASSIGN_OR_RETURN(
-              Shape s, shape_from(list[i], *t, where + ".shapes[" + std::to_string(i) + "]"));
+              Shape s,
+              shape_from_json(list[i], where + ".shapes[" + std::to_string(i) + "]", t->dims));
           shapes.push_back(std::move(s));
         }
       }

@@ -103,6 +103,43 @@ std::string params_text(const std::map<std::string, std::string>& params) {
   return out;
 }
 
+namespace {
+
+// The best a run wrote for one population (best/<unit>.json): its kernel, parameters, dtype, the
+// run's verification and, in a shape sweep, the shape it was timed at and its time there.
+Result<ExportCandidate> best_from_file(const fs::path& path, const std::string& target,
+                                       const std::string& targets_dirs) {
+  const std::string where = path.string();
+  nlohmann::json best = nlohmann::json::parse(std::ifstream(path), nullptr, false);
+  if (best.is_discarded() || !best.is_object()) return data_loss(where + " is not a JSON object");
+  ExportCandidate c;
+  c.backend = best.value("backend", "");
+  c.gpu_model = best.value("gpu_model", "");
+  KILN_ASSIGN_OR_RETURN(c.target,
+                        load_checked(targets_dirs, target, best.value("spec_hash", ""), where));
+  c.candidate_id = best.value("best_id", "");
+  c.source = best.value("source", "");
+  KILN_ASSIGN_OR_RETURN(c.params, params_from_json(best.value("params", nlohmann::json()), where));
+  c.search_result = best.value("verification", nlohmann::json());
+  c.origin = where;
+  c.best_us = best.value("best_us", 0.0);
+  if (best.contains("shape")) {  // a population of a shape sweep, timed at its benchmark_shape
+    if (!best["benchmark_shape"].is_object()) return data_loss(where + " has no benchmark_shape");
+    for (const auto& [d, n] : best["benchmark_shape"].items()) {
+      if (!n.is_number_integer())
+        return data_loss(where + ": benchmark_shape." + d + " is not an integer");
+      c.shape[d] = n.get<int64_t>();
+    }
+    if (Status s = check_shape(c.target, c.shape); !s.is_ok())
+      return data_loss(where + ": " + s.message());
+  }
+  c.arch = c.search_result.is_object() ? c.search_result.value("arch", "") : "";
+  KILN_RETURN_IF_ERROR(complete(c, best.value("dtype", "")));
+  return c;
+}
+
+}  // namespace
+
 Result<std::vector<ExportCandidate>> sweep_bests_from_run_folder(const std::string& out,
                                                                  const std::string& target,
                                                                  const std::string& targets_dirs) {
@@ -117,31 +154,9 @@ Result<std::vector<ExportCandidate>> sweep_bests_from_run_folder(const std::stri
   }
   std::sort(files.begin(), files.end());
   for (const fs::path& f : files) {
-    nlohmann::json best = nlohmann::json::parse(std::ifstream(f), nullptr, false);
-    if (best.is_discarded() || !best.is_object() || !best.contains("benchmark_shape"))
-      return data_loss(f.string() + " is not a best kernel's record");
-    ExportCandidate c;
-    c.backend = best.value("backend", "");
-    c.gpu_model = best.value("gpu_model", "");
-    KILN_ASSIGN_OR_RETURN(
-        c.target, load_checked(targets_dirs, target, best.value("spec_hash", ""), f.string()));
-    c.candidate_id = best.value("best_id", "");
-    c.source = best.value("source", "");
-    KILN_ASSIGN_OR_RETURN(c.params,
-                          params_from_json(best.value("params", nlohmann::json()), f.string()));
-    c.search_result = best.value("verification", nlohmann::json());
-    c.origin = f.string();
-    c.best_us = best.value("best_us", 0.0);
-    for (const auto& [d, n] : best["benchmark_shape"].items()) {
-      if (!n.is_number_integer())
-        return data_loss(f.string() + ": benchmark_shape." + d + " is not an integer");
-      c.shape[d] = n.get<int64_t>();
-    }
-    if (Status s = check_shape(c.target, c.shape); !s.is_ok())
-      return data_loss(f.string() + ": " + s.message());
-    const std::string arch = c.search_result.is_object() ? c.search_result.value("arch", "") : "";
-    c.arch = arch;
-    KILN_RETURN_IF_ERROR(complete(c, ""));
+    KILN_ASSIGN_OR_RETURN(ExportCandidate c, best_from_file(f, target, targets_dirs));
+    if (c.shape.empty()) return data_loss(f.string() + " names no shape of a sweep");
+    if (c.source.empty()) return data_loss(f.string() + " holds no kernel source");
     found.push_back(std::move(c));
   }
   return found;
@@ -166,68 +181,53 @@ Result<ExportCandidate> from_run_folder(const std::string& out, const RunSelecti
   }
   std::sort(units.begin(), units.end());
   KILN_ASSIGN_OR_RETURN(std::string unit, pick_unit(units, sel, out));
-  const std::string best_path = (best_dir / (unit + ".json")).string();
-  nlohmann::json best = nlohmann::json::parse(std::ifstream(best_path), nullptr, false);
-  if (best.is_discarded() || !best.is_object())
-    return data_loss(best_path + " is not a JSON object");
-
-  ExportCandidate c;
-  c.backend = best.value("backend", "");
-  c.gpu_model = best.value("gpu_model", "");
-  KILN_ASSIGN_OR_RETURN(
-      c.target, load_checked(targets_dirs, sel.target, best.value("spec_hash", ""), best_path));
-  const std::string best_id = best.value("best_id", "");
-  if (sel.candidate_id.empty() || best_id.rfind(sel.candidate_id, 0) == 0) {
-    c.candidate_id = best_id;
-    c.source = best.value("source", "");
-    KILN_ASSIGN_OR_RETURN(c.params,
-                          params_from_json(best.value("params", nlohmann::json()), best_path));
-    c.search_result = best.value("verification", nlohmann::json());
-    c.origin = best_path;
-  } else {
-    // Another candidate: its verified row in results.jsonl.
-    if (sel.candidate_id.size() < 8)
-      return invalid_argument("--candidate: give at least 8 hex digits of the id");
-    const std::string rows_path = (fs::path(out) / "results.jsonl").string();
-    std::ifstream rows(rows_path);
-    std::string line;
-    nlohmann::json found;
-    while (std::getline(rows, line)) {
-      nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
-      if (!row.is_object() || row.value("candidate_id", "").rfind(sel.candidate_id, 0) != 0)
-        continue;
-      if (row.value("target", "") != sel.target || row.value("gpu_model", "") != c.gpu_model)
-        continue;
-      if (row.value("outcome", "") == "verified") found = row;
-    }
-    if (found.is_null()) {
-      return not_found("no verified result of candidate " + sel.candidate_id + " for " + unit +
-                       " in " + rows_path);
-    }
-    c.candidate_id = found.value("candidate_id", "");
-    KILN_ASSIGN_OR_RETURN(c.params,
-                          params_from_json(found.value("params", nlohmann::json()), rows_path));
-    const BackendSpec* b = c.target.backend(c.backend);
-    if (!b)
-      return failed_precondition("target '" + sel.target + "' has no " + c.backend + " kernels");
-    bool templ = false;
-    if (b->tunable) {
-      for (const auto& [name, values] : b->tunable->space) templ |= c.params.count(name) > 0;
-    }
-    c.source = templ ? b->tunable->source : b->seed.source;
-    // A kernel text an agent wrote is not in the folder, only its hash.
-    if (found.value("source_sha256", "") != sha256_hex(c.source)) {
-      return failed_precondition(
-          "candidate " + sel.candidate_id +
-          " is a kernel text an agent wrote; its text is in the run's Redis only: "
-          "export it with --redis while the run's Redis is up");
-    }
-    c.search_result = found;
-    c.origin = rows_path;
+  KILN_ASSIGN_OR_RETURN(ExportCandidate c,
+                        best_from_file(best_dir / (unit + ".json"), sel.target, targets_dirs));
+  if (sel.candidate_id.empty() || c.candidate_id.rfind(sel.candidate_id, 0) == 0) {
+    if (c.source.empty()) return data_loss(c.origin + " holds no kernel source");
+    return c;
   }
-  c.arch = c.search_result.is_object() ? c.search_result.value("arch", "") : "";
-  KILN_RETURN_IF_ERROR(complete(c, best.value("dtype", "")));
-  if (c.source.empty()) return data_loss(best_path + " holds no kernel source");
+
+  // Another candidate: its verified row in results.jsonl.
+  if (sel.candidate_id.size() < 8)
+    return invalid_argument("--candidate: give at least 8 hex digits of the id");
+  const std::string rows_path = (fs::path(out) / "results.jsonl").string();
+  std::ifstream rows(rows_path);
+  std::string line;
+  nlohmann::json found;
+  while (std::getline(rows, line)) {
+    nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (!row.is_object() || row.value("candidate_id", "").rfind(sel.candidate_id, 0) != 0) continue;
+    if (row.value("target", "") != sel.target || row.value("gpu_model", "") != c.gpu_model)
+      continue;
+    if (row.value("outcome", "") == "verified") found = row;
+  }
+  if (found.is_null()) {
+    return not_found("no verified result of candidate " + sel.candidate_id + " for " + unit +
+                     " in " + rows_path);
+  }
+  c.candidate_id = found.value("candidate_id", "");
+  KILN_ASSIGN_OR_RETURN(c.params,
+                        params_from_json(found.value("params", nlohmann::json()), rows_path));
+  const BackendSpec* b = c.target.backend(c.backend);
+  bool templ = false;
+  if (b->tunable) {
+    for (const auto& [name, values] : b->tunable->space) templ |= c.params.count(name) > 0;
+  }
+  c.source = templ ? b->tunable->source : b->seed.source;
+  // A kernel text an agent wrote is not in the folder, only its hash.
+  if (found.value("source_sha256", "") != sha256_hex(c.source)) {
+    return failed_precondition(
+        "candidate " + sel.candidate_id +
+        " is a kernel text an agent wrote; its text is in the run's Redis only: "
+        "export it with --redis while the run's Redis is up");
+  }
+  c.search_result = found;
+  c.origin = rows_path;
+  c.arch = found.value("arch", "");
+  c.best_us = 0;
+  // Its kind of kernel follows from its parameters; the dtype stays the run's.
+  KILN_RETURN_IF_ERROR(complete(c, std::string(dtype_name(c.dtype))));
   return c;
 }
 

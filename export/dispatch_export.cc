@@ -8,24 +8,6 @@
 namespace kiln::exporter {
 namespace {
 
-// A C++ string literal of `s` (printable ASCII passes; anything else as an octal escape).
-std::string literal(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += static_cast<char>(ch);
-    } else if (ch >= 0x20 && ch < 0x7f) {
-      out += static_cast<char>(ch);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\%03o", ch);
-      out += buf;
-    }
-  }
-  return out + "\"";
-}
-
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
@@ -137,8 +119,9 @@ Result<std::vector<ExportFile>> dispatch_export(std::vector<ExportCandidate> ent
        ns + " {\n\n";
   u += "const Entry kEntries[] = {\n";
   for (const ExportCandidate& c : entries) {
-    u += "    {" + literal(c.gpu_model) + ", " + literal(shape_string(c.shape)) + ", " +
-         literal(configuration_text(c)) + ", " + number(c.best_us) + "},\n";
+    u += "    {" + cpp_string_literal(c.gpu_model) + ", " +
+         cpp_string_literal(shape_string(c.shape)) + ", " +
+         cpp_string_literal(configuration_text(c)) + ", " + number(c.best_us) + "},\n";
   }
   u += "};\nconst int kEntryCount = " + std::to_string(entries.size()) + ";\n\nnamespace {\n\n";
   u += "// Each entry's shape, dims in the launcher's order.\nconst double kShapes[][" +

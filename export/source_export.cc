@@ -52,16 +52,6 @@ CppNames expression_names(const ExportCandidate& c) {
   return names;
 }
 
-// A C++ string literal of `s`.
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
-}
-
 std::string join_args(const std::vector<LaunchArg>& args, bool with_types, bool with_defaults) {
   std::string out;
   for (const auto& a : args) {
@@ -97,6 +87,23 @@ std::vector<LaunchArg> only(const std::vector<LaunchArg>& args, LaunchArg::Kind 
 }
 
 }  // namespace
+
+std::string cpp_string_literal(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch >= 0x20 && ch < 0x7f) {
+      out += static_cast<char>(ch);
+    } else {  // control bytes and non-ASCII as octal escapes: the literal stays one line
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\%03o", ch);
+      out += buf;
+    }
+  }
+  return out + "\"";
+}
 
 std::string launch_arg_list(const std::vector<LaunchArg>& args, bool with_types,
                             bool with_defaults) {
@@ -271,7 +278,7 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
     if (!e.is_ok()) continue;  // it names a dim
     u += "  if (!(" + *e +
          " != 0.0)) {\n    return \"the configuration does not meet its constraint " +
-         quoted(expr).substr(1, quoted(expr).size() - 2) + "\";\n  }\n";
+         cpp_string_literal(expr).substr(1, cpp_string_literal(expr).size() - 2) + "\";\n  }\n";
   }
   static const char* kAxis[] = {"x", "y", "z"};
   if (cuda) {
@@ -280,10 +287,10 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
       KILN_ASSIGN_OR_RETURN(std::string g, expr_to_cpp(k.grid[i], names));
       KILN_ASSIGN_OR_RETURN(std::string b, expr_to_cpp(k.block[i], names));
       u += "  if (!whole(" + g + ", 1, 2147483647.0)) return \"grid." + kAxis[i] + " (" +
-           quoted(k.grid[i]).substr(1, quoted(k.grid[i]).size() - 2) +
+           cpp_string_literal(k.grid[i]).substr(1, cpp_string_literal(k.grid[i]).size() - 2) +
            ") is out of range at \" + shape_text(" + dim_names + ");\n";
       u += "  if (!whole(" + b + ", 1, 1024)) return \"block." + kAxis[i] + " (" +
-           quoted(k.block[i]).substr(1, quoted(k.block[i]).size() - 2) +
+           cpp_string_literal(k.block[i]).substr(1, cpp_string_literal(k.block[i]).size() - 2) +
            ") is out of range at \" + shape_text(" + dim_names + ");\n";
       u += "  threads *= static_cast<long long>(" + b + ");\n";
     }

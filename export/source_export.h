@@ -37,6 +37,10 @@ std::string code_name(const std::string& name);
 // The launcher's arguments for `c` (cuda or cpu types), named by code_name().
 std::vector<LaunchArg> launch_args(const ExportCandidate& c);
 
+// A C++ string literal of `s`: quotes and backslashes escaped, control bytes and non-ASCII as octal
+// escapes.
+std::string cpp_string_literal(const std::string& s);
+
 // The arguments as a C++ parameter list ("const T* x, T* y, long long M, float eps = 1e-06f") or,
 // without types, as the names that forward them.
 std::string launch_arg_list(const std::vector<LaunchArg>& args, bool with_types,

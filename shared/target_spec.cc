@@ -26,32 +26,14 @@ Result<std::string> read_text(const fs::path& path) {
   return ss.str();
 }
 
-Result<Shape> read_shape(const nlohmann::json& j, const std::string& where,
-                         const std::vector<std::string>& dims) {
-  if (!j.is_object()) return invalid_argument(where + ": expected an object of dim sizes");
-  Shape shape;
-  for (auto it = j.begin(); it != j.end(); ++it) {
-    if (std::find(dims.begin(), dims.end(), it.key()) == dims.end()) {
-      return invalid_argument(where + ": unknown dim '" + it.key() + "'");
-    }
-    if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > kMaxDimSize) {
-      return invalid_argument(where + "." + it.key() + ": expected a positive integer below 2^31");
-    }
-    shape[it.key()] = it->get<int64_t>();
-  }
-  for (const auto& d : dims) {
-    if (!shape.count(d)) return invalid_argument(where + ": dim '" + d + "' missing");
-  }
-  return shape;
-}
-
 Status read_shape_list(JsonFields& f, const std::string& key, const std::vector<std::string>& dims,
                        bool required, std::vector<Shape>* out) {
   const nlohmann::json* j = f.raw(key);
   if (!j) return required ? f.field_error(key, "missing (required)") : Status::ok();
   if (!j->is_array()) return f.field_error(key, "expected an array of shapes");
   for (size_t i = 0; i < j->size(); ++i) {
-    KILN_ASSIGN_OR_RETURN(Shape s, read_shape((*j)[i], f.where(key + "[" + std::to_string(i) + "]"), dims));
+    KILN_ASSIGN_OR_RETURN(
+        Shape s, shape_from_json((*j)[i], f.where(key + "[" + std::to_string(i) + "]"), dims));
     out->push_back(std::move(s));
   }
   if (required && out->empty()) return f.field_error(key, "needs at least one shape");
@@ -114,7 +96,7 @@ Status read_backend(JsonFields& f, const fs::path& dir, const TargetSpec& t, Bac
     b->dtypes.push_back(*d);
   }
   if (const nlohmann::json* bench = f.raw("benchmark")) {
-    KILN_ASSIGN_OR_RETURN(b->benchmark, read_shape(*bench, f.where("benchmark"), t.dims));
+    KILN_ASSIGN_OR_RETURN(b->benchmark, shape_from_json(*bench, f.where("benchmark"), t.dims));
   }
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> seed, f.object("seed", true));
   KILN_RETURN_IF_ERROR(read_kernel(*seed, dir, false, &b->seed));
@@ -230,23 +212,44 @@ int64_t element_count(const TargetArg& arg, const Shape& shape) {
   return n;
 }
 
-Status check_shape(const TargetSpec& target, const Shape& shape) {
+Status check_shape(const std::vector<std::string>& dims, const Shape& shape) {
   for (const auto& [d, n] : shape) {
-    if (std::find(target.dims.begin(), target.dims.end(), d) == target.dims.end()) {
-      return invalid_argument("shape: '" + target.name + "' has no dim '" + log_safe(d, 40) + "'");
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) {
+      std::string names;
+      for (const auto& name : dims) names += (names.empty() ? "" : ", ") + name;
+      return invalid_argument("no dim '" + log_safe(d, 40) + "' (the dims: " + names + ")");
     }
     if (n < 1 || n > kMaxDimSize) {
-      return invalid_argument("shape " + shape_string(shape) + ": " + d +
-                              " must be a positive integer below 2^31");
+      return invalid_argument(d + ": expected a positive integer below 2^31, got " +
+                              std::to_string(n));
     }
   }
-  for (const auto& d : target.dims) {
-    if (!shape.count(d)) {
-      return invalid_argument("shape " + shape_string(shape) + ": dim '" + d + "' of '" +
-                              target.name + "' missing");
-    }
+  for (const auto& d : dims) {
+    if (!shape.count(d)) return invalid_argument("dim '" + d + "' missing");
   }
   return Status::ok();
+}
+
+Status check_shape(const TargetSpec& target, const Shape& shape) {
+  Status ok = check_shape(target.dims, shape);
+  if (ok.is_ok()) return ok;
+  return invalid_argument("shape " + shape_string(shape) + " of '" + target.name +
+                          "': " + ok.message());
+}
+
+Result<Shape> shape_from_json(const nlohmann::json& j, const std::string& where,
+                              const std::vector<std::string>& dims) {
+  if (!j.is_object()) return invalid_argument(where + ": expected an object of dim sizes");
+  Shape shape;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it->is_number_integer()) {
+      return invalid_argument(where + "." + it.key() + ": expected a positive integer below 2^31");
+    }
+    shape[it.key()] = it->get<int64_t>();
+  }
+  Status ok = check_shape(dims, shape);
+  if (!ok.is_ok()) return invalid_argument(where + ": " + ok.message());
+  return shape;
 }
 
 std::string shape_string(const Shape& shape) {
@@ -424,7 +427,7 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> shapes, f.object("shapes", true));
   const nlohmann::json* bench = shapes->raw("benchmark");
   if (!bench) return shapes->field_error("benchmark", "missing (required)");
-  KILN_ASSIGN_OR_RETURN(t.benchmark, read_shape(*bench, shapes->where("benchmark"), t.dims));
+  KILN_ASSIGN_OR_RETURN(t.benchmark, shape_from_json(*bench, shapes->where("benchmark"), t.dims));
   KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "smoke", t.dims, true, &t.smoke));
   KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "sweep", t.dims, false, &t.sweep));
   KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "edge", t.dims, false, &t.edge));

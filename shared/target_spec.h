@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -131,9 +132,15 @@ std::string shape_string(const Shape& shape);
 // The largest size a dim may have (kernels index with 32-bit integers).
 inline constexpr int64_t kMaxDimSize = (int64_t{1} << 31) - 1;
 
-// Whether `shape` names every dim of `target` and nothing else, each from 1 to kMaxDimSize;
-// INVALID_ARGUMENT saying what is wrong otherwise.
+// Whether `shape` names every one of `dims` and nothing else, each from 1 to kMaxDimSize;
+// INVALID_ARGUMENT saying what is wrong otherwise. The second form names the shape and the target.
+Status check_shape(const std::vector<std::string>& dims, const Shape& shape);
 Status check_shape(const TargetSpec& target, const Shape& shape);
+
+// A shape written as a JSON object of dim sizes (target.json, a shape sweep), checked with
+// check_shape; errors begin with `where`.
+Result<Shape> shape_from_json(const nlohmann::json& j, const std::string& where,
+                              const std::vector<std::string>& dims);
 
 // The built-in targets folder: <exe>/../share/kiln/targets (bundle), else the source tree's
 // targets/. Users' folders come before it on the lookup path (shared/target_path.h).
