@@ -23,22 +23,8 @@ nlohmann::json read_json(const std::string& path) {
 TEST(GpuModels, EachAnnouncedModelGetsItsOwnPopulationBestAndEvaluator) {
   testing::TempDir dir;
   const std::string out = dir.path() + "/coord";
-  const std::string kiln = testing::kiln_binary();
-  const std::string evaluator = kiln + " evaluator --connect $(cat " + out +
-                                "/endpoint) --backend cpu --cache-dir " + dir.path() +
-                                "/cache --targets-dir " KILN_SOURCE_DIR "/targets";
-  const std::string script =
-      "set -u\n" + kiln + " coordinator --bind 'tcp://127.0.0.1:*' --backend cpu --targets reduce" +
-      " --budget 240s --patience 6 --in-flight 2 --out " + out +
-      " --targets-dir " KILN_SOURCE_DIR "/targets > " + dir.path() +
-      "/coord.log 2>&1 & coord=$!\n" + "for i in $(seq 1 300); do [ -s " + out +
-      "/endpoint ] && break; sleep 0.1; done\n" + evaluator +
-      " --gpu-model 'Model Alpha' --worker-id eval-alpha > " + dir.path() +
-      "/alpha.log 2>&1 & a=$!\n" + evaluator + " --gpu-model beta --worker-id eval-beta > " +
-      dir.path() + "/beta.log 2>&1 & b=$!\n" +
-      "wait $coord; echo rc=$?; kill $a $b; wait $a $b; cat " + dir.path() + "/coord.log\n";
-  std::string output;
-  testing::run_command("bash " + dir.write("farm.sh", script) + " 2>&1", &output);
+  const std::string output =
+      testing::run_two_model_farm(dir, "--targets reduce --budget 240s --patience 6 --in-flight 2");
   ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
 
   // Two populations of reduce, one per model, each searched to its end.

@@ -56,22 +56,8 @@ TEST(ShapeSweepRun, EveryShapeAndModelIsSearchedAndTheExportDispatchesByShape) {
   const std::string kiln = testing::kiln_binary();
   const std::string sweep =
       dir.write("sweep.json", R"({"rmsnorm": [{"M": 32, "N": 512}, {"M": 128, "N": 2048}]})");
-  const std::string evaluator = kiln + " evaluator --connect $(cat " + out +
-                                "/endpoint) --backend cpu --cache-dir " + dir.path() +
-                                "/cache --targets-dir " KILN_SOURCE_DIR "/targets";
-  const std::string script =
-      "set -u\n" + kiln +
-      " coordinator --bind 'tcp://127.0.0.1:*' --backend cpu --targets rmsnorm" + " --shapes " +
-      sweep + " --budget 240s --patience 4 --in-flight 2 --out " + out +
-      " --targets-dir " KILN_SOURCE_DIR "/targets > " + dir.path() +
-      "/coord.log 2>&1 & coord=$!\n" + "for i in $(seq 1 300); do [ -s " + out +
-      "/endpoint ] && break; sleep 0.1; done\n" + evaluator +
-      " --gpu-model 'Model Alpha' --worker-id eval-alpha > " + dir.path() +
-      "/alpha.log 2>&1 & a=$!\n" + evaluator + " --gpu-model beta --worker-id eval-beta > " +
-      dir.path() + "/beta.log 2>&1 & b=$!\n" +
-      "wait $coord; echo rc=$?; kill $a $b; wait $a $b; cat " + dir.path() + "/coord.log\n";
-  std::string output;
-  testing::run_command("bash " + dir.write("farm.sh", script) + " 2>&1", &output);
+  const std::string output = testing::run_two_model_farm(
+      dir, "--targets rmsnorm --shapes " + sweep + " --budget 240s --patience 4 --in-flight 2");
   ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
   EXPECT_NE(output.find("shape sweep: rmsnorm at 2 shape(s)"), std::string::npos) << output;
 

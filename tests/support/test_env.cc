@@ -38,6 +38,27 @@ std::string TempDir::write(const std::string& name, const std::string& content) 
   return p;
 }
 
+std::string run_two_model_farm(const TempDir& dir, const std::string& coordinator_args) {
+  const std::string out = dir.path() + "/coord";
+  const std::string kiln = kiln_binary();
+  const std::string targets = " --targets-dir " KILN_SOURCE_DIR "/targets";
+  const std::string evaluator = kiln + " evaluator --connect $(cat " + out +
+                                "/endpoint) --backend cpu --cache-dir " + dir.path() + "/cache" +
+                                targets;
+  const std::string script =
+      "set -u\n" + kiln + " coordinator --bind 'tcp://127.0.0.1:*' --backend cpu " +
+      coordinator_args + " --out " + out + targets + " > " + dir.path() +
+      "/coord.log 2>&1 & coord=$!\n" + "for i in $(seq 1 300); do [ -s " + out +
+      "/endpoint ] && break; sleep 0.1; done\n" + evaluator +
+      " --gpu-model 'Model Alpha' --worker-id eval-alpha > " + dir.path() +
+      "/alpha.log 2>&1 & a=$!\n" + evaluator + " --gpu-model beta --worker-id eval-beta > " +
+      dir.path() + "/beta.log 2>&1 & b=$!\n" +
+      "wait $coord; echo rc=$?; kill $a $b; wait $a $b; cat " + dir.path() + "/coord.log\n";
+  std::string output;
+  run_command("bash " + dir.write("farm.sh", script) + " 2>&1", &output);
+  return output;
+}
+
 std::string kiln_binary() {
   // A bundle carries tests/ beside bin/, away from the build tree the path was compiled for.
   if (const char* env = std::getenv("KILN_BIN"); env && *env) return env;

@@ -60,6 +60,12 @@ std::string connect_store(const RedisServer& server, std::optional<redis::RedisC
 // Path to the built `kiln` binary.
 std::string kiln_binary();
 
+// A cpu farm of two GPU models: `kiln coordinator --bind tcp://127.0.0.1:* --backend cpu
+// <coordinator_args> --out <dir>/coord` (built-in targets) and two `kiln evaluator` processes that
+// announce the models "Model Alpha" (worker eval-alpha) and "beta" (eval-beta); runs until the
+// coordinator ends and returns everything printed, with "rc=<its exit code>" and its log.
+std::string run_two_model_farm(const TempDir& dir, const std::string& coordinator_args);
+
 // Runs a shell command, returns its exit status and fills `output` with stdout+stderr.
 int run_command(const std::string& command, std::string* output);
 
