@@ -51,6 +51,7 @@ Result<report::RunData> load_run_redis(redis::Store& store, const std::string& s
       nlohmann::json row = eval::result_to_json(r->result);
       row["target"] = r->target;
       row["gpu_model"] = r->gpu_model;
+      if (!r->shape.empty()) row["shape"] = r->shape;
       row["kind"] = std::string(coordinator::task_kind_name(r->kind));
       row["verdict"] = std::string(coordinator::verdict_name(r->verdict));
       if (r->at_s >= 0) row["at_s"] = r->at_s;
@@ -74,6 +75,7 @@ Result<report::RunData> load_run_redis(redis::Store& store, const std::string& s
     report::UnitSummary u;
     u.target = t.target;
     u.gpu_model = t.gpu_model;
+    u.shape = t.shape;
     u.state = t.state;
     u.evaluations = t.evaluations;
     u.failures = t.failures;

@@ -11,17 +11,20 @@
 namespace kiln::report {
 
 std::string unit_label(const UnitSummary& unit) {
-  return unit.gpu_model.empty() ? unit.target : unit.target + " @ " + unit.gpu_model;
+  const std::string at = unit.shape.empty() ? unit.target : unit.target + " " + unit.shape;
+  return unit.gpu_model.empty() ? at : at + " @ " + unit.gpu_model;
 }
 
 std::string unit_key(const UnitSummary& unit) {
-  return unit.gpu_model.empty() ? unit.target : unit.target + "@" + unit.gpu_model;
+  const std::string at = unit.shape.empty() ? unit.target : unit.target + "-" + unit.shape;
+  return unit.gpu_model.empty() ? at : at + "@" + unit.gpu_model;
 }
 
 std::vector<const ResultRow*> rows_of(const RunData& run, const UnitSummary& unit) {
   std::vector<const ResultRow*> out;
   for (const auto& r : run.rows)
-    if (r.target == unit.target && r.gpu_model == unit.gpu_model) out.push_back(&r);
+    if (r.target == unit.target && r.gpu_model == unit.gpu_model && r.shape == unit.shape)
+      out.push_back(&r);
   return out;
 }
 
@@ -187,8 +190,11 @@ std::vector<WorkerUse> workers_of(const RunData& run) {
 std::vector<std::string> export_commands(const RunData& run, const UnitSummary& unit) {
   std::string base = "kiln export " + shell_word(unit.target);
   if (!run.export_args.empty()) base += " " + run.export_args;
-  if (!unit.gpu_model.empty()) base += " --gpu-model " + shell_word(unit.gpu_model);
   const std::string native = run.backend == "cpu" ? "cpp" : "cuda";
+  if (!unit.shape.empty()) {  // a swept target exports as one dispatch table over its populations
+    return {base + " --format " + native + " --to " + shell_word(unit.target + "-" + native)};
+  }
+  if (!unit.gpu_model.empty()) base += " --gpu-model " + shell_word(unit.gpu_model);
   std::vector<std::string> out;
   for (const std::string& format : {native, std::string("torch")})
     out.push_back(base + " --format " + format + " --to " + shell_word(unit.target + "-" + format));

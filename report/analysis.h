@@ -12,13 +12,15 @@
 
 namespace kiln::report {
 
-// "rmsnorm @ NVIDIA H100 80GB HBM3", or just the target for a population of any GPU.
+// "rmsnorm @ NVIDIA H100 80GB HBM3", or just the target for a population of any GPU; a sweep's
+// population names its shape after the target ("rmsnorm M=512,N=4096 @ ...").
 std::string unit_label(const UnitSummary& unit);
 // "converged: .... 39 evaluations, 0 failed, 9 kept. Best 49.8 µs, 2.54x the seed's speed, 91% of
 // the physical floor." (plain text: the caller escapes it for its format)
 std::string unit_sentence(const UnitSummary& unit);
 
-// The unit's name in chart names: "rmsnorm@NVIDIA H100 80GB HBM3" or "rmsnorm".
+// The unit's name in chart names: "rmsnorm@NVIDIA H100 80GB HBM3" or "rmsnorm" (a sweep's:
+// "rmsnorm-M=512,N=4096@...", as the coordinator names it).
 std::string unit_key(const UnitSummary& unit);
 
 // The unit's results, in arrival order (the evaluation number of rows[i] is i + 1).

@@ -16,6 +16,7 @@ struct ResultRow {
   double at_s = -1;  // search seconds since the run began when it arrived; < 0 when not recorded
   std::string target;
   std::string gpu_model;  // the population's GPU model; "" for any
+  std::string shape;      // the population's sweep shape ("M=512,N=4096"); "" for none
   std::string task_id;
   std::string candidate_id;
   std::string kind;       // "seed", "child" or "retime"
@@ -40,6 +41,7 @@ struct ResultRow {
 struct UnitSummary {
   std::string target;
   std::string gpu_model;
+  std::string shape;  // the sweep shape it was searched at ("M=512,N=4096"); "" for none
   std::string state;  // "converged: ...", "searching", ...
   uint64_t evaluations = 0;
   uint64_t failures = 0;

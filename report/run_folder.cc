@@ -77,6 +77,7 @@ ResultRow parse_row_json(const json& j) {
   r.at_s = num(j, "at_s", -1);
   r.target = str(j, "target");
   r.gpu_model = str(j, "gpu_model");
+  r.shape = str(j, "shape");  // the sweep's label (the evaluator's own echo is an object)
   r.task_id = str(j, "task_id");
   r.candidate_id = str(j, "candidate_id");
   r.kind = str(j, "kind");
@@ -112,6 +113,7 @@ Status read_summary(const fs::path& path, RunData& run) {
     UnitSummary u;
     u.target = str(e, "target");
     u.gpu_model = str(e, "gpu_model");
+    u.shape = str(e, "shape");
     u.state = str(e, "state");
     u.evaluations = count(e, "evaluations");
     u.failures = count(e, "failures");
@@ -136,7 +138,8 @@ Status read_best(const fs::path& dir, RunData& run) {
     KILN_ASSIGN_OR_RETURN(json j, read_json(e.path()));
     if (!j.is_object()) return data_loss(e.path().string() + " is not a JSON object");
     for (auto& u : run.units) {
-      if (u.target == str(j, "target") && u.gpu_model == str(j, "gpu_model"))
+      if (u.target == str(j, "target") && u.gpu_model == str(j, "gpu_model") &&
+          u.shape == str(j, "shape"))
         u.best_params = params(j);
     }
   }
@@ -164,6 +167,7 @@ Status read_results(const fs::path& path, RunData& run) {
       if (r.target.empty()) {
         r.target = run.units[0].target;
         r.gpu_model = run.units[0].gpu_model;
+        r.shape = run.units[0].shape;
       }
     }
   }

@@ -104,6 +104,27 @@ TEST(ShapeSweepRun, EveryShapeAndModelIsSearchedAndTheExportDispatchesByShape) {
   EXPECT_GT(fastest["M=128,N=2048"], 4 * fastest["M=32,N=512"]);
   (void)transfers;  // the cpu template's four configurations may all be tried before a best exists
 
+  // kiln report keeps the populations apart: a section per (shape, model) with its own count.
+  std::string reported;
+  ASSERT_EQ(testing::run_command(
+                kiln + " report " + out + " --format md --out " + dir.path() + "/report.md 2>&1",
+                &reported),
+            0)
+      << reported;
+  const std::string md = testing::read_file(dir.path() + "/report.md");
+  for (const auto& t : summary) {
+    const std::string heading = "## rmsnorm " + t["shape"].get<std::string>() + " @ " +
+                                t["gpu_model"].get<std::string>() + "\n\n";
+    const size_t at = md.find(heading);
+    ASSERT_NE(at, std::string::npos) << heading << "\n" << md;
+    const std::string evals = std::to_string(t["evaluations"].get<int>()) + " evaluations";
+    const std::string section =
+        md.substr(at + heading.size(), md.find("\n##", at + heading.size()) - at);
+    EXPECT_NE(section.find(". " + evals + ","), std::string::npos)
+        << heading << " should say " << evals << ":\n"
+        << section;
+  }
+
   // The export: a dispatch table of the four bests, verified here, that links into one program.
   const std::string to = dir.path() + "/rx";
   std::string exported;

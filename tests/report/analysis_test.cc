@@ -12,6 +12,30 @@ namespace {
 using testing::cand;
 using testing::sample_run;
 
+// A shape sweep's populations share target and GPU model: each is its own unit, with its own
+// rows, name, chart key and one export command (the dispatch table).
+TEST(ReportAnalysis, ASweepsShapesAreSeparateUnits) {
+  RunData run = sample_run();
+  run.units.resize(1);
+  UnitSummary small = run.units[0], large = run.units[0];
+  small.shape = "M=1,N=4096";
+  large.shape = "M=4096,N=4096";
+  run.units = {small, large};
+  const size_t rows = run.rows.size();
+  for (size_t i = 0; i < rows; ++i) {
+    run.rows[i].target = small.target;
+    run.rows[i].gpu_model = small.gpu_model;
+    run.rows[i].shape = i < 5 ? large.shape : small.shape;
+  }
+  EXPECT_EQ(rows_of(run, small).size(), rows - 5);
+  EXPECT_EQ(rows_of(run, large).size(), 5u);
+  EXPECT_NE(unit_key(small), unit_key(large));
+  EXPECT_NE(unit_label(small).find("M=1,N=4096"), std::string::npos) << unit_label(small);
+  const std::vector<std::string> cmds = export_commands(run, large);
+  ASSERT_EQ(cmds.size(), 1u);
+  EXPECT_EQ(cmds[0].find("--gpu-model"), std::string::npos) << cmds[0];
+}
+
 TEST(ReportAnalysis, BestSoFarFollowsTheSeedAndTheCrowns) {
   const RunData run = sample_run();
   const auto rows = rows_of(run, run.units[0]);
