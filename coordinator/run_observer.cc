@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "shared/build_info.h"
 #include "shared/protocol.h"
@@ -42,7 +43,7 @@ class Family {
     out_ += "# HELP " + name_ + " " + help + "\n# TYPE " + name_ + " " + type + "\n";
   }
   // labels: {{"target", "reduce"}, ...}; suffix: "_bucket", "_sum", "_count" for a histogram.
-  void sample(std::initializer_list<std::pair<const char*, std::string>> labels, double value,
+  void sample(const std::vector<std::pair<const char*, std::string>>& labels, double value,
               const char* suffix = "") {
     out_ += name_ + suffix;
     if (labels.size() > 0) {
@@ -61,6 +62,15 @@ class Family {
   std::string& out_;
   std::string name_;
 };
+
+// A population's labels: its target and GPU model, and in a shape sweep its shape (without it the
+// populations of one target and model would be one series written several times).
+std::vector<std::pair<const char*, std::string>> unit_labels(const TargetReport& r) {
+  std::vector<std::pair<const char*, std::string>> labels = {{"target", r.target},
+                                                             {"gpu_model", r.gpu_model}};
+  if (!r.shape.empty()) labels.emplace_back("shape", r.shape);
+  return labels;
+}
 
 }  // namespace
 
@@ -156,32 +166,29 @@ std::string RunObserver::build_metrics(const Engine& engine, const Dispatcher& d
   Family best(out, "kiln_best_time_seconds", "gauge",
               "Median time of the best verified kernel at the benchmark shape.");
   for (const auto& r : reports) {
-    if (r.best_us > 0)
-      best.sample({{"target", r.target}, {"gpu_model", r.gpu_model}}, r.best_us * 1e-6);
+    if (r.best_us > 0) best.sample(unit_labels(r), r.best_us * 1e-6);
   }
   Family seed(out, "kiln_seed_time_seconds", "gauge",
               "Median time of the target's seed kernel (the baseline).");
   for (const auto& r : reports) {
-    if (r.seed_us > 0)
-      seed.sample({{"target", r.target}, {"gpu_model", r.gpu_model}}, r.seed_us * 1e-6);
+    if (r.seed_us > 0) seed.sample(unit_labels(r), r.seed_us * 1e-6);
   }
   Family floor(out, "kiln_best_floor_ratio", "gauge",
                "The physical floor divided by the best time (1: the best runs at the floor).");
   for (const auto& r : reports) {
-    if (r.fraction_of_floor > 0)
-      floor.sample({{"target", r.target}, {"gpu_model", r.gpu_model}}, r.fraction_of_floor);
+    if (r.fraction_of_floor > 0) floor.sample(unit_labels(r), r.fraction_of_floor);
   }
   Family kept(out, "kiln_children_kept_total", "counter",
               "Children that beat their parent and were kept.");
-  for (const auto& r : reports)
-    kept.sample({{"target", r.target}, {"gpu_model", r.gpu_model}},
-                static_cast<double>(r.accepted));
+  for (const auto& r : reports) kept.sample(unit_labels(r), static_cast<double>(r.accepted));
   Family state(
       out, "kiln_target_state", "gauge",
       "1 for the state each target is in (starting, searching, converged, stopped, failed).");
-  for (const auto& r : reports)
-    state.sample({{"target", r.target}, {"gpu_model", r.gpu_model}, {"state", state_word(r.state)}},
-                 1);
+  for (const auto& r : reports) {
+    std::vector<std::pair<const char*, std::string>> labels = unit_labels(r);
+    labels.emplace_back("state", state_word(r.state));
+    state.sample(labels, 1);
+  }
 
   // Workers by role and state; every combination is written (0 included) so dashboards see zeros.
   std::map<std::pair<std::string, std::string>, int> workers = {{{"evaluator", "idle"}, 0},

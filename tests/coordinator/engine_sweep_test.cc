@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "coordinator/engine.h"
+#include "coordinator/run_observer.h"
 #include "tests/coordinator/describe.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
@@ -170,6 +172,23 @@ TEST_F(EngineSweepTest, EveryShapeAndModelIsAPopulationTimedAtItsShape) {
         << unit << " took a configuration " << from << " never crowned";
   }
   EXPECT_GT(transfers, 0u);
+
+  // /metrics: every population is its own series (a shape label), none written twice.
+  RunObserver observer({});
+  observer.observe(engine, *d, &*store_);
+  std::set<std::string> series;
+  std::istringstream lines(observer.metrics_text());
+  size_t best_series = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::string name = line.substr(0, line.rfind(' '));
+    EXPECT_TRUE(series.insert(name).second) << "written twice: " << name;
+    best_series += name.rfind("kiln_best_time_seconds{", 0) == 0;
+  }
+  EXPECT_EQ(best_series, 6u);
+  EXPECT_TRUE(series.count(
+      "kiln_best_time_seconds{target=\"reduce\",gpu_model=\"Test GPU Fast\",shape=\"M=64,N=256\"}"))
+      << observer.metrics_text();
 }
 
 TEST_F(EngineSweepTest, WithoutTransferEveryPopulationStartsCold) {
