@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <set>
 
 #include "cli/eval_candidate.h"
 #include "cli/export_dispatch.h"
@@ -138,14 +139,34 @@ int run_export(const ExportArgs& a) {
     report_fatal("kiln export: " + msg);
     return code;
   };
-  // A run that swept shapes of the target: its bests make a dispatch table.
-  if (!a.out.empty() && a.candidate.empty() && a.gpu_model.empty()) {
+  // A run that swept shapes of the target: its bests make a dispatch table (with --gpu-model,
+  // of that model's populations only).
+  if (!a.out.empty()) {
     Result<std::vector<exporter::ExportCandidate>> swept =
         exporter::sweep_bests_from_run_folder(a.out, a.target, a.targets_dir);
     if (!swept.is_ok()) return fail(swept.status().message(), 2);
     if (!swept->empty()) {
-      return run_dispatch_export({a.format, a.dtype, a.to, a.no_verify, a.gpu},
-                                 std::move(swept).value());
+      if (!a.candidate.empty()) {
+        return fail("'" + a.target + "' was searched over a shape sweep in " + a.out +
+                        ": its export is the dispatch table of every shape's best (`kiln export " +
+                        a.target + " --out " + a.out +
+                        "`); --candidate names one kernel, which a sweep does not export alone",
+                    2);
+      }
+      std::vector<exporter::ExportCandidate> entries;
+      std::set<std::string> models;
+      for (auto& c : *swept) {
+        models.insert(c.gpu_model.empty() ? "(any GPU)" : c.gpu_model);
+        if (a.gpu_model.empty() || c.gpu_model == a.gpu_model) entries.push_back(std::move(c));
+      }
+      if (entries.empty()) {
+        std::string names;
+        for (const auto& m : models) names += (names.empty() ? "" : ", ") + m;
+        return fail("the sweep of '" + a.target + "' in " + a.out + " has no population on '" +
+                        a.gpu_model + "' (it has: " + names + ")",
+                    2);
+      }
+      return run_dispatch_export({a.format, a.dtype, a.to, a.no_verify, a.gpu}, std::move(entries));
     }
   }
   Result<exporter::ExportCandidate> found = find_candidate(a);

@@ -40,6 +40,9 @@
 #include "cli/local_workers.h"
 #include "cli/redis_password.h"
 #include "cli/resume_command.h"
+#include "cli/run_args.h"
+#include "cli/run_outputs.h"
+#include "cli/run_support.h"
 #include "cli/status_table.h"
 #include "coordinator/engine.h"
 #include "coordinator/run_observer.h"
@@ -65,233 +68,10 @@ namespace kiln::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct RunArgs {
-  std::string targets;
-  std::string backend;
-  std::string gpus;
-  std::string budget = "10m";
-  std::string redis_retry = "5m";  // how long commands wait for a Redis that went away
-  std::string redis;
-  std::string out = "kiln-run";
-  std::string targets_dir;
-  std::string cache_dir;
-  uint32_t evaluators = 1;
-  uint32_t patience = 64;
-  uint32_t islands = 2;
-  uint64_t seed = 1;
-  bool resume = false;
-  bool resume_if_any = false;   // --resume when a run is recorded, else a new run
-  std::string config;           // a run configuration file (configs/run.example.json)
-  std::set<std::string> given;  // options named on the command line or set by --config (a resume keeps the others)
-  // `kiln coordinator`: no local evaluators; workers connect to `bind` from anywhere.
-  bool coordinator_mode = false;
-  std::string bind = "tcp://0.0.0.0:5555";
-  uint32_t in_flight = 8;
-  // `kiln coordinator`: "auto" (a population per GPU model of the evaluators that connect),
-  // "any" (one population fed by every evaluator), or a comma-separated list of models.
-  std::string gpu_models = "auto";
-  std::string plan;                 // kiln profile's plan.json: target weights
-  std::string shapes;               // a shape sweep file (docs/run.md "Shape sweeps")
-  bool no_transfer = false;         // sweep populations start cold (no neighbours' bests)
-  std::string llm;                  // LLM agent config: started beside the built-in proposer
-  bool no_profile_guidance = false;
-  CoordinatorCurveArgs curve;       // --curve-secret, --allow, --insecure (docs/security.md)
-  std::string redis_password_file;  // --redis-password-file
-  // --http HOST:PORT: /status, /metrics, /healthz, /readyz and a live page (docs/observe.md);
-  // "off" or "": none. Off by default on `kiln run`, on (loopback) on `kiln coordinator`.
-  std::string http;
-};
-
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
-// "90s", "30m", "2h" or plain seconds; `option` names the flag in errors.
-Result<std::chrono::seconds> parse_duration(const std::string& text,
-                                            const std::string& option = "--budget") {
-  const std::string bad = option + ": '" + text + "' is not a duration like 90s, 30m or 2h";
-  if (text.empty()) return invalid_argument(option + ": empty");
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return invalid_argument(bad);
-  }
-  const std::string unit = text.substr(used);
-  double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (scale < 0 || v < 0 || !std::isfinite(v)) return invalid_argument(bad);
-  return std::chrono::seconds(static_cast<int64_t>(v * scale));
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-// Whether `pid` is a live process (a zombie, or a pid no one holds, is not).
-bool process_alive(pid_t pid) {
-  if (pid <= 0 || kill(pid, 0) != 0) return false;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  return paren == std::string::npos || paren + 2 >= text.size() || (text[paren + 2] != 'Z' && text[paren + 2] != 'X');
-}
-
-// Holds <out>/.kiln.lock (flock) while this process works in the folder; the kernel lets go when
-// the process dies, however it dies. Not inherited by children (O_CLOEXEC).
-Result<int> lock_folder(const std::string& out) {
-  const std::string path = out + "/.kiln.lock";
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return unavailable("opening " + path + ": " + std::strerror(errno));
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    close(fd);
-    return failed_precondition("another kiln process is working in " + out + " (it holds " + path +
-                               "); stop it first, or choose another --out");
-  }
-  return fd;
-}
-
-// A private redis-server that a run which died left behind (it runs in its own process group and
-// outlives kiln) still serves <dir>/redis.sock: it is asked to SHUTDOWN, which writes everything
-// it acknowledged to its AOF and removes the socket, so that the new one loads all of it. OK when
-// nothing listens there.
-Status stop_stale_redis(const std::string& dir) {
-  const std::string sock = dir + "/redis.sock";
-  if (!fs::exists(sock)) return Status::ok();
-  redis::RedisOptions o;
-  o.url = "unix://" + sock;
-  o.connect_timeout_ms = 1000;
-  o.max_reconnect_attempts = 1;
-  Result<redis::RedisClient> c = redis::RedisClient::connect(o);
-  if (!c.is_ok()) return Status::ok();  // a socket file that nothing listens on
-  pid_t pid = -1;
-  std::ifstream(dir + "/redis.pid") >> pid;
-  std::fprintf(stderr, "kiln run: the private redis-server of an earlier kiln process is still running; "
-                       "restarting it from its AOF\n");
-  (void)c->command({"SHUTDOWN"});  // the server closes the connection as it goes
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  while (std::chrono::steady_clock::now() < deadline) {
-    bool listening = false;
-    if (fs::exists(sock)) listening = redis::RedisClient::connect(o).is_ok();
-    std::ifstream cmdline("/proc/" + std::to_string(pid) + "/cmdline");
-    std::string command((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-    const bool ours = process_alive(pid) && command.find("redis") != std::string::npos;  // not a reused pid
-    if (!listening && !ours) return Status::ok();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return unavailable("the earlier redis-server in " + dir + (pid > 0 ? " (pid " + std::to_string(pid) + ")" : "") +
-                     " did not stop after SHUTDOWN; stop it, then run again");
-}
-
-// Connects to Redis, waiting while it answers LOADING: a redis-server restarted from its AOF
-// accepts connections before it has read the file back.
-Result<redis::RedisClient> connect_when_loaded(const redis::RedisOptions& options) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
-  while (true) {
-    Result<redis::RedisClient> c = redis::RedisClient::connect(options);
-    if (c.is_ok() || c.status().message().find("LOADING") == std::string::npos ||
-        std::chrono::steady_clock::now() > deadline) {
-      return c;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
-Status write_outputs(const std::string& out, const std::vector<TargetSpec>& targets, const std::string& backend,
-                     const coordinator::Engine& engine) {
-  std::error_code ec;
-  fs::create_directories(fs::path(out) / "best", ec);
-  if (ec) return unavailable("creating " + out + "/best: " + ec.message());
-  // What proposal agents (`kiln agent`) contributed in this process's part of the run.
-  const coordinator::AgentStats& a = engine.agent_stats();
-  std::ofstream(fs::path(out) / "agents.json")
-      << nlohmann::json({{"asked", a.asked}, {"answered", a.answered}, {"failed", a.failed},
-                         {"children", a.children}, {"duplicates", a.duplicates}, {"rejected", a.rejected}})
-             .dump(2)
-      << "\n";
-  if (a.asked > 0) {
-    std::fprintf(stderr, "agents: %llu proposal(s) asked, %llu answered, %llu failed; %llu child(ren) evaluated\n",
-                 static_cast<unsigned long long>(a.asked), static_cast<unsigned long long>(a.answered),
-                 static_cast<unsigned long long>(a.failed), static_cast<unsigned long long>(a.children));
-  }
-  nlohmann::json summary = nlohmann::json::array();
-  for (const auto& r : engine.reports()) {
-    nlohmann::json j = coordinator::report_json(r);
-    j["backend"] = backend;
-    summary.push_back(j);
-    if (r.best_id.empty()) continue;
-    const TargetSpec* spec = nullptr;
-    for (const auto& t : targets) if (t.name == r.target) spec = &t;
-    nlohmann::json best = j;
-    best["params"] = r.best_params;
-    best["source"] = r.best_source;
-    if (spec && spec->backend(backend)) {
-      const BackendSpec& b = *spec->backend(backend);
-      const KernelSpec& k = r.best_label == "seed" || !b.tunable ? b.seed : *b.tunable;
-      best["kernel"] = k.kernel_name;
-      best["grid"] = {k.grid[0], k.grid[1], k.grid[2]};
-      best["block"] = {k.block[0], k.block[1], k.block[2]};
-      best["shared_bytes"] = k.shared_bytes;
-      // The shape it was timed at: a sweep's, else the backend's benchmark shape.
-      Result<Shape> swept = coordinator::parse_shape_label(r.shape);
-      best["benchmark_shape"] =
-          r.shape.empty() || !swept.is_ok() ? spec->benchmark_for(backend) : *swept;
-      // What `kiln export` checks and bakes in: the spec the run searched and the dtype it timed.
-      best["spec_hash"] = spec->spec_hash;
-      best["dtype"] = std::string(dtype_name(b.dtypes.front()));
-    }
-    for (const auto& res : engine.results()) {
-      if (res.candidate_id == r.best_id && res.outcome == proto::Outcome::kVerified) {
-        best["verification"] = eval::result_to_json(res);  // the last verified run of it
-      }
-    }
-    std::ofstream(fs::path(out) / "best" /
-                  (coordinator::unit_key(r.target, r.gpu_model, r.shape) + ".json"))
-        << best.dump(2) << "\n";
-  }
-  std::ofstream(fs::path(out) / "summary.json") << summary.dump(2) << "\n";
-  // The run itself, and what LLM models cost and gained as this coordinator saw it (for `kiln
-  // report`, docs/report.md).
-  std::ofstream(fs::path(out) / "run.json")
-      << nlohmann::json({{"run_id", engine.record().id},
-                         {"backend", backend},
-                         {"state", engine.finished() ? "finished" : "stopped"},
-                         {"spent_s", engine.search_seconds()}})
-             .dump(2)
-      << "\n";
-  if (!engine.llm_use().empty()) {
-    std::ofstream(fs::path(out) / "llm-usage.json")
-        << nlohmann::json({{"models", coordinator::llm_use_json(engine)}}).dump(2) << "\n";
-  }
-  std::ofstream all(fs::path(out) / "results.jsonl");
-  for (const auto& res : engine.results()) {
-    nlohmann::json row = eval::result_to_json(res);
-    // What the search made of it: whose result, with which parameters, and whether it was the
-    // seed, a child or a re-time (a kept child timed again: the one designed repeat of a
-    // candidate).
-    if (const coordinator::Engine::ResultContext* c = engine.context_of(res.task_id)) {
-      row["target"] = c->target;
-      row["gpu_model"] = c->gpu_model;
-      if (!c->shape.empty()) row["shape"] = c->shape;
-      row["params"] = c->params;
-      row["kind"] = std::string(coordinator::task_kind_name(c->kind));
-      row["retime"] = c->kind == coordinator::TaskKind::kRetime;
-      row["verdict"] = std::string(coordinator::verdict_name(c->verdict));
-      row["source_sha256"] = c->source_sha256;
-      row["parent"] = c->parent_id;
-      row["op"] = c->op;
-      row["island"] = c->island;
-      if (!c->model.empty()) row["model"] = c->model;
-      if (c->at_s >= 0) row["at_s"] = c->at_s;
-    }
-    all << row.dump() << "\n";
-  }
-  return Status::ok();
-}
+}  // namespace
 
 int run_search(const RunArgs& args) {
   const char* who = args.coordinator_mode ? "kiln coordinator" : "kiln run";
@@ -421,6 +201,7 @@ int run_search(const RunArgs& args) {
         std::vector<std::string> flags;
         if (a.no_profile_guidance) flags.push_back("--no-profile-guidance");
         if (a.no_transfer) flags.push_back("--no-transfer");
+        if (a.no_early_stop) flags.push_back("--no-early-stop");
         if (a.curve.insecure) flags.push_back("--insecure");
         return flags;
       }());
@@ -444,7 +225,7 @@ int run_search(const RunArgs& args) {
   // A resume continues the recorded run: options not named again keep their recorded values.
   const coordinator::RunRecord* rec = resume ? &**recorded : nullptr;
   auto given = [&](const char* option) { return a.given.count(option) != 0; };
-  std::vector<std::string> names = rec && !given("targets") ? rec->targets : split(a.targets);
+  std::vector<std::string> names = rec && !given("targets") ? rec->targets : split_list(a.targets);
   std::string backend = rec && !given("backend") ? rec->backend : a.backend;
   const uint32_t islands = rec && !given("islands") ? rec->islands : a.islands;
   const uint64_t patience = rec && !given("patience") ? rec->patience : a.patience;
@@ -474,7 +255,7 @@ int run_search(const RunArgs& args) {
     }
   }
   std::vector<int> gpus;
-  for (const auto& g : split(a.gpus)) gpus.push_back(std::atoi(g.c_str()));
+  for (const auto& g : split_list(a.gpus)) gpus.push_back(std::atoi(g.c_str()));
   if (backend.empty() && a.coordinator_mode) backend = "cuda";  // the workers' backend, not ours
   if (backend.empty()) {
 #ifdef KILN_HAVE_CUDA
@@ -509,7 +290,7 @@ int run_search(const RunArgs& args) {
       gpu_models.clear();
       discover_models = true;
     } else if (a.gpu_models != "any") {
-      gpu_models = split(a.gpu_models);
+      gpu_models = split_list(a.gpu_models);
       if (gpu_models.empty()) return fail("--gpu-models: name models, or auto, or any");
     }
   }
@@ -557,6 +338,7 @@ int run_search(const RunArgs& args) {
   eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
   eo.profile_guidance = !a.no_profile_guidance;
   eo.transfer = !a.no_transfer;
+  eo.early_stop = !a.no_early_stop;
   if (!a.shapes.empty()) {
     Result<coordinator::ShapeSweep> sweep = coordinator::load_shape_sweep(a.shapes, runnable);
     if (!sweep.is_ok())
@@ -767,157 +549,6 @@ int run_search(const RunArgs& args) {
   print_winners(engine.reports(), "--out " + shell_quote(out), backend, stdout);
   std::printf("\nbest kernels, summary.json and results.jsonl are in %s\n", out.c_str());
   return ran.is_ok() ? 0 : 1;
-}
-
-}  // namespace
-
-namespace {
-
-// The options `kiln run` and `kiln coordinator` share, with the same meaning in both.
-void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a) {
-  sub->add_option(
-      "--targets", a->targets,
-      "Comma-separated targets (default: every one in --targets-dir, else every built-in one)");
-  sub->add_option("--budget", a->budget, "Time for the whole run: 90s, 30m, 2h")->capture_default_str();
-  sub->add_option(
-         "--redis-retry", a->redis_retry,
-         "How long the coordinator waits for Redis to come back after losing it (a restart,\n"
-         "a failover) before it stops the run; workers keep their work meanwhile: 30s, 5m, 1h")
-      ->capture_default_str();
-  sub->add_option("--patience", a->patience, "A target converges after this many proposals without a gain")->capture_default_str();
-  sub->add_option("--islands", a->islands, "Islands per target (at least 1)")
-      ->capture_default_str();
-  sub->add_option("--seed", a->seed, "Random seed of the search")->capture_default_str();
-  sub->add_flag(
-      "--resume-if-any", a->resume_if_any,
-      "--resume when a run is recorded, else start a new one (a finished run only rewrites\n"
-      "the output folder), for schedulers that start the coordinator again: Kubernetes\n"
-      "Jobs, Slurm --requeue");
-  sub->add_option(
-      "--targets-dir", a->targets_dir,
-      "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
-      "default: $KILN_TARGETS_DIR. Without --targets, a run takes every target in them");
-  sub->add_option("--config", a->config,
-                  "Run configuration file (see configs/run.example.json): its targets, Redis and search\n"
-                  "section, for what the command line does not say")->check(CLI::ExistingFile);
-  sub->add_option("--plan", a->plan,
-                  "A plan from `kiln profile --out plan.json`: targets are weighted by their share of\n"
-                  "the profiled program's GPU time (Amdahl's law decides where evaluations go)")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--llm", a->llm,
-                  "Also start an LLM proposal agent with this config (docs/llm.md) beside the built-in\n"
-                  "proposer; its log is <out>/agent-llm.log, its statistics <out>/llm-stats.json");
-  sub->add_option("--shapes", a->shapes,
-                  "A shape sweep (JSON: target -> shapes, or a grid of dim sizes; docs/run.md\n"
-                  "\"Shape sweeps\"): each shape gets its own population per GPU model, timed at\n"
-                  "that shape, and kiln export writes a dispatch table over them")
-      ->check(CLI::ExistingFile);
-  sub->add_flag("--no-transfer", a->no_transfer,
-                "In a shape sweep, do not start a population from its neighbours' bests (nearest\n"
-                "shapes, the same shape on other GPU models); for comparing with a cold start");
-  sub->add_flag("--no-profile-guidance", a->no_profile_guidance,
-                "Do not let a best's bottleneck class steer the built-in proposer (new bests are\n"
-                "still profiled); for comparing guided and unguided searches");
-}
-
-// Which options the command line named: a resume keeps the run's own for the others.
-void note_given(CLI::App* sub, RunArgs& a) {
-  for (const char* o :
-       {"targets", "backend", "islands", "patience", "seed", "budget", "evaluators", "http"}) {
-    const CLI::Option* given = sub->get_option_no_throw(std::string("--") + o);
-    if (given && given->count() > 0) a.given.insert(o);
-  }
-}
-
-}  // namespace
-
-void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
-  auto a = std::make_shared<RunArgs>();
-  a->coordinator_mode = true;
-  a->out = "kiln-coordinator";
-  CLI::App* sub = app.add_subcommand(
-      "coordinator",
-      "Run the search for a farm: binds the coordinator's ROUTER where evaluators on other\n"
-      "machines connect (`kiln evaluator --connect tcp://THIS_HOST:PORT`), keeps its state in\n"
-      "Redis (--redis for a shared one; else a private one in --out), runs the built-in proposer,\n"
-      "and writes the same output folder as `kiln run`. The endpoint is also written to\n"
-      "<out>/endpoint.");
-  add_common_search_options(sub, a);
-  sub->add_option(
-         "--bind", a->bind,
-         "ZeroMQ endpoint to bind: tcp://HOST:PORT with HOST an address, an interface or *\n"
-         "(every interface), PORT 1-65535 or * (a free one, written to <out>/endpoint)")
-      ->capture_default_str();
-  sub->add_option("--backend", a->backend, "Backend of the evaluators: cuda or cpu (default cuda)");
-  sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")->capture_default_str();
-  sub->add_option(
-         "--gpu-models", a->gpu_models,
-         "auto: each GPU model that connects gets its own population of every target (times\n"
-         "of different GPUs never mix; a model is what the evaluator announces: its GPU's name,\n"
-         "or `kiln evaluator --gpu-model`, and evaluators that name none share one population);\n"
-         "any: one population fed by every evaluator; or a comma-separated list of the models\n"
-         "to search on (as `nvidia-smi -L` names them)")
-      ->capture_default_str();
-  sub->add_option("--redis", a->redis, "Redis URL (default: a private redis-server in --out)");
-  add_redis_password_option(sub, a->redis_password_file);
-  add_coordinator_curve_options(sub, a->curve, false);
-  sub->add_option("--out", a->out, "Output folder")->capture_default_str();
-  a->http = "127.0.0.1:9464";
-  sub->add_option(
-         "--http", a->http,
-         "Serve /status (JSON), /metrics (Prometheus), /healthz, /readyz and a live page at\n"
-         "HOST:PORT (docs/observe.md); 0.0.0.0:9464 for other machines (a Prometheus, the\n"
-         "Kubernetes probes); port 0 picks a free one (written to <out>/http); off: none")
-      ->capture_default_str();
-  sub->add_flag("--resume", a->resume,
-                "Continue the run recorded in --redis (or the private Redis of --out) after the\n"
-                "coordinator stopped; options not given keep the run's");
-  sub->callback([&action, a, sub] {
-    note_given(sub, *a);
-    action = [a] { return run_search(*a); };
-  });
-}
-
-void add_run_command(CLI::App& app, std::function<int()>& action) {
-  auto a = std::make_shared<RunArgs>();
-  CLI::App* sub = app.add_subcommand(
-      "run",
-      "Search for fast kernels on this machine: a private redis-server (AOF on), the coordinator,\n"
-      "one evaluator per GPU (or the cpu backend, with a notice, where there is none) and the\n"
-      "built-in proposer. Shows progress per target; on finish or Ctrl-C prints a summary and\n"
-      "writes the best kernel of each target and every result to --out.");
-  add_common_search_options(sub, a);
-  sub->add_option("--backend", a->backend, "cuda or cpu (default: cuda when a GPU is usable)");
-  sub->add_option("--gpus", a->gpus, "Comma-separated GPU ordinals (default: every visible GPU)");
-  sub->add_option("--evaluators", a->evaluators,
-                  "cpu backend: evaluator processes to start, at least 1 (a search with no local\n"
-                  "evaluators is `kiln coordinator`; on cuda it is one per GPU of --gpus)")
-      ->capture_default_str();
-  sub->add_option("--redis", a->redis, "Use this Redis (redis://host:port or unix:///path) instead of a private one");
-  add_redis_password_option(sub, a->redis_password_file);
-  a->bind = "tcp://127.0.0.1:*";
-  sub->add_option("--bind", a->bind,
-                  "Where the coordinator listens; a non-loopback address lets evaluators on other machines\n"
-                  "join (with CURVE: --allow their keys; this run's own evaluators get per-run keys in\n"
-                  "<out>/keys)")
-      ->capture_default_str();
-  add_coordinator_curve_options(sub, a->curve, true);
-  sub->add_option("--http", a->http,
-                  "Also serve /status, /metrics, /healthz, /readyz and a live page at HOST:PORT\n"
-                  "(docs/observe.md), e.g. 127.0.0.1:9464; port 0 picks a free one (written to\n"
-                  "<out>/http). Default: off");
-  sub->add_option("--out", a->out, "Output folder (also holds the private redis and the evaluator logs)")->capture_default_str();
-  sub->add_option("--cache-dir", a->cache_dir,
-                  "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
-  sub->add_flag(
-      "--resume", a->resume,
-      "Continue the run in --out (or --redis) after a crash, a lost Redis or Ctrl-C: restarts\n"
-      "its Redis from the AOF, rebuilds the search and finishes it with the budget left;\n"
-      "results already in Redis are not evaluated again. Options not given keep the run's");
-  sub->callback([&action, a, sub] {
-    note_given(sub, *a);
-    action = [a] { return run_search(*a); };
-  });
 }
 
 }  // namespace kiln::cli

@@ -71,9 +71,12 @@ Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options,
       peers_(options_.heartbeat),
       ids_(options_.node) {}
 
-bool Dispatcher::submit(proto::EvaluateTask task) {
+bool Dispatcher::submit(proto::EvaluateTask task, bool urgent) {
   if (in_flight_.count(task.task_id) || !queued_ids_.insert(task.task_id).second) return false;
-  queue_.push_back(std::move(task));
+  if (urgent)
+    queue_.push_front(std::move(task));
+  else
+    queue_.push_back(std::move(task));
   return true;
 }
 

@@ -112,8 +112,10 @@ class Dispatcher {
   const std::string& endpoint() const { return router_.last_endpoint(); }
 
   // Queues a task (its task_id must be unique among queued and in-flight tasks: a second submit
-  // of the same id is ignored and returns false).
-  bool submit(proto::EvaluateTask task);
+  // of the same id is ignored and returns false). An `urgent` task goes ahead of every task
+  // queued (the re-time of a new best: with many populations sharing a few GPUs, a re-time at
+  // the back of the queue can wait past the budget and the best is never crowned).
+  bool submit(proto::EvaluateTask task, bool urgent = false);
 
   // Queues a `propose` task for an agent. Same uniqueness rule as submit().
   bool submit_proposal(proto::ProposeTask task);

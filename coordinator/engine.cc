@@ -224,6 +224,8 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
   proto::EvaluateTask& task = p.task;
   // A new best is profiled at its re-time: its bottleneck class guides the children it gets.
   task.profile = p.kind == TaskKind::kRetime && options_.profile_new_bests;
+  if (options_.early_stop && p.kind == TaskKind::kChild && p.parent.median_us > 0)
+    task.early_stop_us = p.parent.median_us * EngineOptions::kEarlyStopFactor;
   p.target = t;
   p.source = source;
   if (store_) {
@@ -256,7 +258,7 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
       return written.with_context("recording task " + task.task_id + " in Redis");
     }
   }
-  dispatcher_->submit(task);
+  dispatcher_->submit(task, /*urgent=*/p.kind == TaskKind::kRetime);
   track(std::move(p));
   return Status::ok();
 }

@@ -58,6 +58,11 @@ struct EngineOptions {
   // kTransferNeighbours shapes on its GPU model, the same shape on other models) before the
   // template's own order. false: every population starts cold (for the comparison).
   bool transfer = true;
+  // A child is timed only until it is clearly slower than its parent (the fastest of its first
+  // samples above kEarlyStopFactor x the parent's time: it could never be kept); seeds and
+  // re-times are timed in full. false: every child in full (for comparing evaluation rates).
+  bool early_stop = true;
+  static constexpr double kEarlyStopFactor = 1.10;
   SearchParams search;
   ConvergenceLimits limits;
   std::chrono::seconds budget{0};   // whole run; 0: until every target converges

@@ -48,7 +48,7 @@ async function refresh(){
     document.getElementById("run").textContent=s.run.id+" ("+s.run.state+")";
     document.getElementById("summary").textContent=s.run.mode+" on the "+s.run.backend+" backend; search time "+
       s.run.search_s.toFixed(0)+" s"+(s.run.budget_s>0?" of "+s.run.budget_s.toFixed(0)+" s":"")+"; updated "+s.updated_at;
-    fill("targets",s.targets,t=>[[t.target],[t.gpu_model||"any"],[t.state],[t.evaluations,1],[t.failures,1],
+    fill("targets",s.targets,t=>[[t.shape?t.target+" "+t.shape:t.target],[t.gpu_model||"any"],[t.state],[t.evaluations,1],[t.failures,1],
       [t.accepted,1],[us(t.seed_us),1],[us(t.best_us),1],[t.speedup>0?t.speedup.toFixed(2)+"x":"-",1],
       [t.fraction_of_floor>0?(100*t.fraction_of_floor).toFixed(1)+"%":"-",1]]);
     fill("workers",s.workers,w=>[[w.worker_id],[w.role],[w.state],[w.node],[w.gpu_model||"-"],[w.in_flight,1],[w.credits,1]]);

@@ -136,7 +136,30 @@ CompileOutput CachingCompiler::compile(const CompileRequest& request) {
     hit.from_cache = true;
     return hit;
   }
-  CompileOutput out = inner_.compile(request);
+  // The same key under way on another thread (a prefetch of the task about to run): wait for it.
+  std::promise<CompileOutput> mine;
+  std::shared_future<CompileOutput> theirs;
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = in_flight_.find(key); it != in_flight_.end()) {
+      theirs = it->second;
+    } else {
+      in_flight_.emplace(key, mine.get_future().share());
+    }
+  }
+  if (theirs.valid()) return theirs.get();
+  auto done = [&] {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(key);
+  };
+  CompileOutput out;
+  try {
+    out = inner_.compile(request);
+  } catch (...) {
+    mine.set_exception(std::current_exception());
+    done();
+    throw;
+  }
   out.cache_key = key;
   out.from_cache = false;
   if (out.ok) {
@@ -145,6 +168,8 @@ CompileOutput CachingCompiler::compile(const CompileRequest& request) {
                  std::string("kiln: not cached: ") + s.message() + "\n";
     }
   }
+  mine.set_value(out);
+  done();
   return out;
 }
 

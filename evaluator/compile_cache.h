@@ -3,6 +3,9 @@
 // any Compiler.
 #pragma once
 
+#include <future>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,7 +49,9 @@ class CompileCache {
 // A Compiler that serves repeated requests from a CompileCache: a hit returns from_cache=true,
 // compile_ms=0, an empty log and the stored bytes; a miss compiles with `inner` and stores the
 // binary when (and only when) the compile succeeded. A failed cache write does not fail the
-// compile: it is noted in the log. `inner` must outlive this object; thread-safe when `inner` is.
+// compile: it is noted in the log. A request whose key another thread is compiling waits for
+// that compile and gets its output (a prefetch and the evaluation that needs it compile once).
+// `inner` must outlive this object; thread-safe when `inner` is.
 class CachingCompiler final : public Compiler {
  public:
   CachingCompiler(Compiler& inner, CompileCache cache);
@@ -58,6 +63,8 @@ class CachingCompiler final : public Compiler {
  private:
   Compiler& inner_;
   CompileCache cache_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_future<CompileOutput>> in_flight_;  // guarded by mutex_
 };
 
 }  // namespace kiln::eval

@@ -1,11 +1,14 @@
 // Event loop of the evaluator daemon. The loop thread owns the socket; the worker thread owns the
 // evaluators (one per target) and the toolchain. They meet in two small queues under one mutex.
+// The loop thread also starts the compiles of each task as it arrives (Worker::prefetch), so
+// they run while the worker evaluates the task before it.
 #include "evaluator/daemon.h"
 
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -13,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "evaluator/ceilings.h"
@@ -36,6 +40,10 @@ class Worker {
       : options_(options), toolchain_(toolchain), ceilings_(ceilings) {}
 
   proto::EvaluationResult evaluate(const proto::EvaluateTask& task) {
+    {
+      std::lock_guard lock(flight_mu_);
+      prefetched_.erase(task.task_id);
+    }
     proto::EvaluationResult r;
     Result<Prepared> p = prepare(task);
     if (!p.is_ok()) {
@@ -55,17 +63,26 @@ class Worker {
   }
 
   // Starts the compiles of a task that waits behind the running one, so they overlap its device
-  // work; evaluate() later finds them in the compile cache.
+  // work; evaluate() later finds them in the compile cache, or waits for the one under way.
+  // Never blocks: a target whose evaluator does not exist yet (creating one starts a sandbox) or
+  // is being created, or 32 compiles already queued, and nothing is started. A task's compiles
+  // are started once (on arrival, or when the worker picks the task before it).
   void prefetch(const proto::EvaluateTask& task, CompilePool& pool) {
-    Result<Prepared> p = prepare(task);
+    {
+      std::lock_guard lock(flight_mu_);
+      if (prefetched_.count(task.task_id)) return;
+    }
+    Result<Prepared> p = prepare(task, Lookup::kExistingNow);
     if (!p.is_ok()) return;
     auto requests = p->evaluator->compile_requests(p->candidate, p->dtype);
     if (!requests.is_ok()) return;
+    std::lock_guard lock(flight_mu_);
+    std::erase_if(in_flight_, [](const std::future<CompileOutput>& f) {
+      return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    });
+    if (in_flight_.size() > 32) return;
     for (auto& [d, req] : *requests) in_flight_.push_back(pool.submit(std::move(req)));
-    while (in_flight_.size() > 32) {
-      in_flight_.front().wait();
-      in_flight_.pop_front();
-    }
+    prefetched_.insert(task.task_id);
   }
 
  private:
@@ -75,12 +92,30 @@ class Worker {
     DType dtype;
   };
 
-  Result<Prepared> prepare(const proto::EvaluateTask& task) {
+  // kCreate: the worker thread, which may create the target's evaluator. kExistingNow: another
+  // thread, which takes only an evaluator that exists, and only when the lock is free.
+  enum class Lookup { kCreate, kExistingNow };
+
+  Result<Prepared> prepare(const proto::EvaluateTask& task, Lookup lookup = Lookup::kCreate) {
     if (task.backend != options_.backend) {
       return invalid_argument("this evaluator runs the " + options_.backend + " backend, not " + task.backend);
     }
-    KILN_ASSIGN_OR_RETURN(CandidateEvaluator * ev, evaluator_for(task.target));
-    const TargetSpec& t = targets_.at(task.target);
+    CandidateEvaluator* ev = nullptr;
+    const TargetSpec* target = nullptr;  // std::map nodes stay put: valid after the lock
+    {
+      std::unique_lock lock(maps_mu_, std::defer_lock);
+      if (lookup == Lookup::kCreate) {
+        lock.lock();
+        KILN_ASSIGN_OR_RETURN(ev, evaluator_for(task.target));
+      } else {
+        if (!lock.try_lock()) return unavailable("the worker is busy creating an evaluator");
+        auto it = evaluators_.find(task.target);
+        if (it == evaluators_.end()) return not_found("no evaluator for this target yet");
+        ev = it->second.get();
+      }
+      target = &targets_.at(task.target);
+    }
+    const TargetSpec& t = *target;
     if (!task.spec_hash.empty() && task.spec_hash != t.spec_hash) {
       return failed_precondition(
           "target '" + task.target + "' in " +
@@ -109,6 +144,9 @@ class Worker {
     for (const auto& [k, v] : task.params) p.candidate.params[k] = v;
     p.candidate.profile = task.profile;
     if (!task.shape.empty()) p.candidate.shape = task.shape;
+    if (!(task.early_stop_us >= 0) || !std::isfinite(task.early_stop_us))
+      return invalid_argument("early_stop_us must be a finite number >= 0");
+    p.candidate.early_stop_us = task.early_stop_us;
     if (!task.dtypes.empty()) {
       KILN_ASSIGN_OR_RETURN(p.dtype, parse_dtype(task.dtypes.front()));
     }
@@ -144,9 +182,12 @@ class Worker {
   const DaemonOptions& options_;
   Toolchain& toolchain_;
   Ceilings ceilings_;
+  std::mutex maps_mu_;  // guards targets_ and evaluators_ (prefetch reads them from the loop)
   std::map<std::string, TargetSpec> targets_;
   std::map<std::string, std::unique_ptr<CandidateEvaluator>> evaluators_;
-  std::deque<std::future<CompileOutput>> in_flight_;
+  std::mutex flight_mu_;
+  std::deque<std::future<CompileOutput>> in_flight_;  // guarded by flight_mu_
+  std::set<std::string> prefetched_;                  // task ids; guarded by flight_mu_
 };
 
 // Tasks in, results out, between the loop thread and the worker thread.
@@ -211,9 +252,9 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
                                                                       options.heartbeat, "an evaluator", options.curve));
 
   Mailbox box;
+  Worker worker(options, *toolchain, ceilings);
+  CompilePool pool(toolchain->compiler(), options.compile_threads);
   std::thread worker_thread([&] {
-    Worker worker(options, *toolchain, ceilings);
-    CompilePool pool(toolchain->compiler(), options.compile_threads);
     while (true) {
       proto::EvaluateTask task;
       std::vector<proto::EvaluateTask> waiting;
@@ -273,6 +314,7 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
       proto::Envelope& env = **got;
       if (auto* task = std::get_if<proto::EvaluateTask>(&env.body)) {
         ++held;
+        worker.prefetch(*task, pool);
         std::lock_guard lock(box.mu);
         box.tasks.push_back(std::move(*task));
         box.cv.notify_one();

@@ -20,7 +20,10 @@ struct DaemonOptions {
   std::string connect;           // coordinator endpoint, e.g. tcp://10.0.0.5:5555
   std::string backend = "cuda";  // "cuda" or "cpu"
   int gpu = 0;
-  uint32_t capacity = 2;         // tasks held at once (one running, the next one waiting)
+  // Tasks held at once: one running, two waiting, so a waiting task's compiles (started as it
+  // arrives) have two evaluations' time to finish; a large template (flash attention's) takes
+  // longer to compile than most evaluations.
+  uint32_t capacity = 3;
   uint32_t compile_threads = 2;  // compiles of waiting tasks overlap the running one
   std::string cache_dir;
   std::string targets_dir;

@@ -43,6 +43,8 @@ Result<std::unique_ptr<CandidateEvaluator>> CandidateEvaluator::create(const Tar
   impl.scratch = impl.options.cache_dir + "/binaries";
   fs::create_directories(impl.scratch, ec);
   KILN_ASSIGN_OR_RETURN(impl.reference, Reference::build(impl.target, impl.options.cache_dir));
+  impl.reference->set_threads(impl.options.reference_threads > 0 ? impl.options.reference_threads
+                                                                 : default_reference_threads());
   for (DType d : b->dtypes) impl.timing_base = std::max(impl.timing_base, impl.verify_bytes(d));
   impl.arena_bytes = impl.needed_arena_bytes();
   if (impl.options.max_arena_bytes == 0) {

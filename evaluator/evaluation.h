@@ -46,6 +46,8 @@ struct EvaluatorOptions {
   // The most arena (host and device bytes) a timing shape may need; a larger one is refused
   // without running anything. 0: half the machine's memory, at most 32 GiB.
   size_t max_arena_bytes = 0;
+  // Threads for the sampled-row references of timed outputs (0: default_reference_threads()).
+  size_t reference_threads = 0;
   bool time = true;                  // false: verify only
   // After timing, profile every verified candidate: CUPTI counters and function attributes, the
   // bottleneck class and its next moves (EvaluationResult: "prof." metrics, bottleneck,
@@ -66,6 +68,8 @@ struct CandidateSpec {
   // verification still runs at the target's own shapes. The sandbox's arena grows to fit it, up
   // to EvaluatorOptions::max_arena_bytes.
   std::optional<Shape> shape;
+  // > 0: timing stops once the candidate is clearly slower than this (EvaluateTask.early_stop_us).
+  double early_stop_us = 0;
 };
 
 // Progress lines for humans ("smoke: passed (1 case)"); may be empty.

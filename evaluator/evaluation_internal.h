@@ -281,8 +281,10 @@ class CandidateEvaluator::Impl {
   // Picks the sites of a timing set (inputs only, index inputs left alone) and applies them all
   // to its values: the contents of the closing launch.
   std::vector<Site> choose_sites(SetData& d);
-  // The rows (outputs' first dim) of the sites that lie in inputs sharing that first dim.
-  std::vector<int64_t> site_rows(const SetData& d) const;
+  // Rows (of row_dims) each site changes: its own row where its input has every row dim, else up
+  // to kRowsPerSite drawn among those agreeing with it on the row dims it has; none for a site
+  // whose input has no row dim (it changes every row).
+  std::vector<int64_t> site_rows(const SetData& d);
 
   // The profile phase (evaluation_profile.cc): one more launch of the timed kernel on the
   // timing inputs at `tensors` (one set's layout, still in the arena), profiled in the child;
@@ -361,6 +363,26 @@ class CandidateEvaluator::Impl {
       reference->compute_rows(in, out, dims, scalars, d.rows);
   }
 
+  // The dims whose flattened index is a row of the reference (target.json's reference_rows, else
+  // the outputs' first dim when they share it; empty when they do not).
+  std::vector<std::string> row_dims() const {
+    if (!target.reference_rows.empty()) return target.reference_rows;
+    std::string first;
+    for (const auto* o : target.outputs()) {
+      if (o->shape.empty() || (!first.empty() && o->shape.front() != first)) return {};
+      first = o->shape.front();
+    }
+    return {first};
+  }
+  // How many rows the outputs have at `shape` (0: no rows).
+  int64_t row_count(const Shape& shape) const {
+    const std::vector<std::string> dims = row_dims();
+    if (dims.empty()) return 0;
+    int64_t n = 1;
+    for (const auto& d : dims) n *= shape.at(d);
+    return n;
+  }
+
   // The rows of the outputs' shared first dim that a sampled check of `shape` looks at: `count`
   // distinct rows drawn from the evaluator's seeds plus every row in `must_include` (the rows of
   // the sites a launch changed), sorted; empty (check everything) when the reference cannot
@@ -368,12 +390,7 @@ class CandidateEvaluator::Impl {
   std::vector<int64_t> sampled_rows(const Shape& shape, size_t count,
                                     const std::vector<int64_t>& must_include) {
     if (!reference->has_rows()) return {};
-    std::string first;
-    for (const auto* o : target.outputs()) {
-      if (!first.empty() && o->shape.front() != first) return {};
-      first = o->shape.front();
-    }
-    const int64_t n = shape.at(first);
+    const int64_t n = row_count(shape);
     if (n <= static_cast<int64_t>(count) * 2) return {};
     std::set<int64_t> rows;
     for (int64_t r : must_include) {
@@ -409,8 +426,7 @@ class CandidateEvaluator::Impl {
       std::string got_rows;
       std::vector<double> want_rows;
       if (!expected.rows.empty()) {  // gather the sampled rows of both sides, then compare those
-        const size_t per_row =
-            s.count / static_cast<size_t>(expected.shape.at(s.arg->shape.front()));
+        const size_t per_row = s.count / static_cast<size_t>(row_count(expected.shape));
         const size_t bytes = per_row * dtype_bytes(s.dtype);
         for (int64_t r : expected.rows) {
           got_rows.append(reinterpret_cast<const char*>(got) + r * bytes, bytes);

@@ -28,6 +28,9 @@ constexpr size_t kSitesPerSet = 16;
 // Above this many flops at the benchmark shape the reference is expensive: the closing launches
 // get kSampledRows rows, not kClosingRows.
 constexpr double kExpensiveReferenceFlops = 1e10;
+// Rows re-checked per input site whose input lacks some of the row dims (a cos[L, R] site of
+// rotary_embedding changes B*H rows): drawn among the rows it changes.
+constexpr size_t kRowsPerSite = 4;
 // How far a site moves, in units of its input's spread (on top of the value's own size).
 constexpr double kSiteShift = 8.0;
 
@@ -128,16 +131,38 @@ std::vector<Site> CandidateEvaluator::Impl::choose_sites(SetData& d) {
   return sites;
 }
 
-std::vector<int64_t> CandidateEvaluator::Impl::site_rows(const SetData& d) const {
+std::vector<int64_t> CandidateEvaluator::Impl::site_rows(const SetData& d) {
   std::vector<int64_t> rows;
-  const auto outputs = target.outputs();
-  if (outputs.empty() || outputs.front()->shape.empty()) return rows;
-  const std::string& first = outputs.front()->shape.front();
+  const std::vector<std::string> dims = row_dims();
+  if (dims.empty() || row_count(d.shape) <= 0) return rows;
   for (const Site& s : d.sites) {
-    const TensorSlot& slot = d.slots[s.slot];
-    if (slot.arg->shape.empty() || slot.arg->shape.front() != first) continue;
-    const auto n = static_cast<size_t>(d.shape.at(first));
-    if (n > 0) rows.push_back(static_cast<int64_t>(s.element / (slot.count / n)));
+    const auto& shape = d.slots[s.slot].arg->shape;
+    // The site's coordinate along each of its input's dims (row-major).
+    std::map<std::string, int64_t> at;
+    size_t rest = s.element;
+    for (size_t k = shape.size(); k-- > 0;) {
+      const auto n = static_cast<size_t>(d.shape.at(shape[k]));
+      at.emplace(shape[k], static_cast<int64_t>(rest % n));  // the innermost of a repeated dim
+      rest /= n;
+    }
+    bool shares = false;
+    for (const auto& dim : dims) shares |= at.count(dim) > 0;
+    if (!shares) continue;  // every row depends on it: the random rows cover it
+    // The rows that agree with the site on the row dims its input has (the others free, drawn).
+    for (size_t draw = 0; draw < kRowsPerSite; ++draw) {
+      int64_t row = 0;
+      bool all_fixed = true;
+      for (const auto& dim : dims) {
+        const int64_t n = d.shape.at(dim);
+        const auto it = at.find(dim);
+        all_fixed &= it != at.end();
+        row = row * n + (it != at.end()
+                             ? it->second
+                             : static_cast<int64_t>(seeds.next() % static_cast<uint64_t>(n)));
+      }
+      rows.push_back(row);
+      if (all_fixed) break;
+    }
   }
   return rows;
 }
@@ -214,6 +239,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
               {"poison", kPoisonA},
               {"rotate_contents", rotate}});
   if (rotate) req["checks"] = checks_json;
+  if (c.early_stop_us > 0) req["early_stop_us"] = c.early_stop_us;
   const uint32_t timeout = options.phase_timeout_ms + options.max_timing_ms * 2;
   // A sample set with no single time (timing_problem) is timed again, up to timing_attempts in
   // all, each time with fresh sites: a machine busy for a moment passes on a later attempt, a
@@ -224,6 +250,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   Result<nlohmann::json> reply = internal_error("not timed");
   Result<std::vector<double>> samples = internal_error("not timed");
   std::string problem;  // timing_problem() of the last attempt's samples
+  bool early = false;   // the child stopped once the samples were clearly above early_stop_us
   for (;;) {
     if (rotate) req["sites"] = draw_sites();
     start_references();
@@ -237,7 +264,10 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     if (!reply.is_ok() || !reply->value("ok", false)) break;
     samples = numbers_of(*reply, "samples_us", 1);
     if (!samples.is_ok()) break;
-    problem = timing_problem(*samples);
+    // Stopped early, a candidate's time claims nothing: it is slower than the bar even at its
+    // fastest sample, so a spread that would refuse a fast time needs no second look.
+    early = reply->value("stop", "") == "early";
+    problem = early ? "" : timing_problem(*samples);
     if (problem.empty() || attempt >= attempts) break;
     if (first_problem.empty()) first_problem = problem;
     say("time: " + problem + "; timing again with fresh sites (" + std::to_string(attempt + 1) +
@@ -376,7 +406,13 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     r->log = problem;
     return proto::Outcome::kRejected;
   }
+  r->timing.stopped_early = early;
   std::string retry_note;
+  if (early) {
+    retry_note = "; stopped early: even the fastest, " + fmt_double(t.min_us) +
+                 " us, is slower than " + fmt_double(c.early_stop_us) +
+                 " us (the most a child may take to be kept)";
+  }
   if (attempt > 1)
     retry_note = "; timing " + std::to_string(attempt) + " of " + std::to_string(attempts) +
                  ", the first refused: " + first_problem;

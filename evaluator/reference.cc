@@ -4,10 +4,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "shared/hash.h"
 #include "shared/process.h"
@@ -71,8 +73,30 @@ void Reference::compute_rows(const std::vector<const double*>& inputs,
                              const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
                              const std::vector<double>& scalars,
                              const std::vector<int64_t>& rows) const {
-  rows_fn_(inputs.data(), outputs.data(), dims.data(), scalars.data(), rows.data(),
-           static_cast<int64_t>(rows.size()));
+  const size_t n = rows.size();
+  const size_t threads = std::clamp<size_t>(n / kMinRowsPerThread, 1, threads_);
+  auto part = [&](size_t t) {
+    // Every threads-th row from t: a row's cost may grow with its index (a causal attention
+    // row), so interleaved parts cost alike where contiguous ones would not.
+    std::vector<int64_t> mine;
+    for (size_t i = t; i < n; i += threads) mine.push_back(rows[i]);
+    rows_fn_(inputs.data(), outputs.data(), dims.data(), scalars.data(), mine.data(),
+             static_cast<int64_t>(mine.size()));
+  };
+  if (threads == 1) {
+    rows_fn_(inputs.data(), outputs.data(), dims.data(), scalars.data(), rows.data(),
+             static_cast<int64_t>(n));
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
+  part(0);
+  for (auto& th : pool) th.join();
+}
+
+size_t default_reference_threads() {
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::clamp<size_t>(cores / 2, 1, 8);
 }
 
 }  // namespace kiln::eval

@@ -3,6 +3,7 @@
 // never in the sandbox child and never in the candidate's CUDA context (docs/threats.md row 7).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,11 @@ using ReferenceFn = void (*)(const double* const*, double* const*, const int64_t
 using ReferenceRowsFn = void (*)(const double* const*, double* const*, const int64_t*,
                                  const double*, const int64_t*, int64_t);
 
+// Threads for sampled-row references: half the cores, 1 to 8 (an evaluator computes two sets'
+// references at once; on a machine of several GPUs the cap keeps their evaluators' threads
+// within the cores).
+size_t default_reference_threads();
+
 class Reference {
  public:
   // Compiles (or finds in `cache_dir`) and loads the target's reference.
@@ -42,7 +48,11 @@ class Reference {
                const std::vector<int64_t>& dims, const std::vector<double>& scalars) const;
 
   bool has_rows() const { return rows_fn_ != nullptr; }
-  // Needs has_rows().
+  // Threads compute_rows may split its rows over (at least 1).
+  void set_threads(size_t n) { threads_ = std::max<size_t>(n, 1); }
+  // Needs has_rows(). The rows are split over up to set_threads() threads, each calling
+  // kiln_reference_rows on its own rows at the same time (rows are independent; a reference must
+  // not keep state between calls -- docs/targets.md).
   void compute_rows(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
                     const std::vector<int64_t>& dims, const std::vector<double>& scalars,
                     const std::vector<int64_t>& rows) const;
@@ -53,6 +63,8 @@ class Reference {
   void* handle_;
   ReferenceFn fn_;
   ReferenceRowsFn rows_fn_;
+  size_t threads_ = 1;
+  static constexpr size_t kMinRowsPerThread = 4;
 };
 
 }  // namespace kiln::eval

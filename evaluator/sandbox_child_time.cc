@@ -117,6 +117,12 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     const auto n = static_cast<int64_t>(samples_us.size());
     double elapsed_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // Clearly slower than the bar: even the fastest sample so far is above it.
+    if (t.early_stop_us > 0 && n >= TimeRequest::kEarlyStopSamples &&
+        *std::min_element(samples_us.begin(), samples_us.end()) > t.early_stop_us) {
+      stop = "early";
+      continue;
+    }
     if (n >= t.min_samples && (n == t.min_samples || n % 5 == 0)) {
       noise_rel = relative_iqr(samples_us);
       if (noise_rel < t.target_noise_rel) stop = "noise";

@@ -2,6 +2,8 @@
 // error naming the request and the field.
 #include "evaluator/sandbox_request.h"
 
+#include <cmath>
+
 namespace kiln::eval {
 namespace {
 
@@ -97,9 +99,12 @@ Result<TimeRequest> parse_time_request(JsonFields& f, const Arena& arena) {
   KILN_RETURN_IF_ERROR(f.get("target_noise_rel", &t.target_noise_rel));
   KILN_RETURN_IF_ERROR(f.get("flush_l2", &t.flush_l2));
   KILN_RETURN_IF_ERROR(f.get("rotate_contents", &t.rotate_contents));
-  if (t.warmup < 0 || t.min_samples < 1 || t.max_samples < t.min_samples || t.max_ms <= 0) {
-    return invalid_argument("request 'time': need warmup >= 0, 1 <= min_samples <= max_samples "
-                            "and max_ms > 0");
+  KILN_RETURN_IF_ERROR(f.get("early_stop_us", &t.early_stop_us));
+  if (t.warmup < 0 || t.min_samples < 1 || t.max_samples < t.min_samples || t.max_ms <= 0 ||
+      !(t.early_stop_us >= 0) || !std::isfinite(t.early_stop_us)) {
+    return invalid_argument(
+        "request 'time': need warmup >= 0, 1 <= min_samples <= max_samples, "
+        "max_ms > 0 and a finite early_stop_us >= 0");
   }
   const json* list = f.raw("sets");
   if (list == nullptr || !list->is_array() || list->empty()) {

@@ -61,6 +61,9 @@ struct TimeRequest {
   int64_t max_samples = 1000;
   double max_ms = 1000;
   double target_noise_rel = 0.005;
+  // > 0: stop ("early") once kEarlyStopSamples samples are in and even their fastest is slower.
+  double early_stop_us = 0;
+  static constexpr int64_t kEarlyStopSamples = 5;
   bool flush_l2 = true;
   bool rotate_contents = false;
   std::vector<std::vector<InputPatch>> sites;

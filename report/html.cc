@@ -10,6 +10,7 @@
 #include "report/analysis.h"
 #include "report/charts.h"
 #include "report/format.h"
+#include "report/sweep_table.h"
 #include "shared/build_info.h"
 
 namespace kiln::report {
@@ -222,6 +223,29 @@ std::string unit_section(const RunData& run, const UnitSummary& u, size_t n) {
   return o + "</section>\n";
 }
 
+// One section per swept (target, GPU model): the dispatch table and the single configuration.
+std::string dispatch_sections(const RunData& run) {
+  std::string o;
+  for (const SweepTable& t : sweep_tables(run)) {
+    std::vector<std::vector<std::string>> cells;
+    for (const SweepEntry& e : t.entries) {
+      cells.push_back({"<code>" + esc(e.shape) + "</code>", time_us(e.best_us),
+                       esc(e.best_label.empty() ? "-" : e.best_label),
+                       e.single_us > 0 ? time_us(e.single_us) : "-",
+                       e.single_us > 0 && e.best_us > 0 ? speedup(e.single_us / e.best_us) : "-"});
+    }
+    o += "<section>\n<h2>Dispatch table: " + esc(t.target) +
+         (t.gpu_model.empty() ? "" : " @ " + esc(t.gpu_model)) + "</h2>\n" +
+         "<p class=\"note\">Each swept shape's best, as <code>kiln export</code> writes them into "
+         "one launcher that picks by shape, and the time at that shape of the one configuration "
+         "that serves them all best.</p>\n" +
+         table({"shape", "#best", "configuration", "#single configuration", "#single / best"},
+               cells) +
+         "<p>" + esc(single_config_sentence(t)) + "</p>\n</section>\n";
+  }
+  return o;
+}
+
 std::string workers_section(const RunData& run) {
   const std::vector<WorkerUse> workers = workers_of(run);
   std::string o = "<section id=\"workers\">\n<h2>Evaluators</h2>\n";
@@ -283,6 +307,7 @@ std::string render_html(const RunData& run) {
          "</section>\n";
   } else {
     o += summary(run);
+    o += dispatch_sections(run);
     for (size_t i = 0; i < run.units.size(); ++i) o += unit_section(run, run.units[i], i + 1);
     o += workers_section(run);
     if (!run.llm.empty()) o += llm_section(run);

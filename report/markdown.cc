@@ -7,6 +7,7 @@
 
 #include "report/analysis.h"
 #include "report/format.h"
+#include "report/sweep_table.h"
 
 namespace kiln::report {
 namespace {
@@ -95,6 +96,19 @@ std::string render_markdown(const RunData& run) {
   o += "## Summary\n\n" + table({"target @ GPU model", "state", "#evals", "#failures", "#kept",
                                  "#seed time", "#best time", "#speedup", "#fraction of floor"},
                                 cells);
+  for (const SweepTable& t : sweep_tables(run)) {
+    cells.clear();
+    for (const SweepEntry& e : t.entries) {
+      cells.push_back({e.shape, time_us(e.best_us), e.best_label.empty() ? "-" : e.best_label,
+                       e.single_us > 0 ? time_us(e.single_us) : "-",
+                       e.single_us > 0 && e.best_us > 0 ? speedup(e.single_us / e.best_us) : "-"});
+    }
+    o += "## Dispatch table: " + t.target + (t.gpu_model.empty() ? "" : " @ " + t.gpu_model) +
+         "\n\n" +
+         table({"shape", "#best", "configuration", "#single configuration", "#single / best"},
+               cells) +
+         single_config_sentence(t) + "\n\n";
+  }
   for (const auto& u : run.units) o += unit_part(run, u);
 
   const std::vector<WorkerUse> workers = workers_of(run);

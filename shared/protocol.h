@@ -114,6 +114,11 @@ struct EvaluateTask {
   // at one shape of a sweep (docs/run.md "Shape sweeps"); empty: the target's benchmark shape.
   // Verification always runs at the target's own shapes.
   std::map<std::string, int64_t> shape;
+  // Time only until the candidate is clearly slower than this (microseconds; 0: time in full):
+  // once even the fastest of the first samples is above it, timing stops and the result says
+  // stopped_early. The coordinator sends its parent's time plus a margin (a child slower than
+  // its parent is never kept). Retimes and seeds are timed in full.
+  double early_stop_us = 0;
   bool operator==(const EvaluateTask&) const = default;
 };
 
@@ -187,6 +192,9 @@ struct Timing {
   double noise_rel = 0;  // relative noise reached when sampling stopped
   double sm_clock_mhz = 0;
   uint32_t throttled_samples = 0;  // samples taken below 95% of the run's highest SM clock (kept)
+  // Timing stopped after a few samples: the candidate was clearly slower than the task's
+  // early_stop_us, so the median is of those samples only.
+  bool stopped_early = false;
   bool operator==(const Timing&) const = default;
 };
 

@@ -56,6 +56,7 @@ void fields(V& v, Is<EvaluateTask> auto& m) {
   v("spec_hash", m.spec_hash, kOptional);
   v("kind", m.kind, kOptional);
   v("shape", m.shape, kOptional);
+  v("early_stop_us", m.early_stop_us, kOptional);
 }
 
 template <class V>
@@ -109,6 +110,7 @@ void fields(V& v, Is<Timing> auto& m) {
   v("noise_rel", m.noise_rel, kOptional);
   v("sm_clock_mhz", m.sm_clock_mhz, kOptional);
   v("throttled_samples", m.throttled_samples, kOptional);
+  v("stopped_early", m.stopped_early, kOptional);
 }
 
 template <class V>

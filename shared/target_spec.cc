@@ -441,6 +441,16 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     if (!text.is_ok()) return f.field_error("reference", text.status().message());
     t.reference_source = std::move(text).value();
   }
+  KILN_RETURN_IF_ERROR(f.get("reference_rows", &t.reference_rows));
+  for (const TargetArg* out : t.outputs()) {
+    const bool prefix =
+        out->shape.size() >= t.reference_rows.size() &&
+        std::equal(t.reference_rows.begin(), t.reference_rows.end(), out->shape.begin());
+    if (!prefix) {
+      return f.field_error("reference_rows", "must be leading dims of every output's shape ('" +
+                                                 out->name + "' does not start with them)");
+    }
+  }
 
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> backends, f.object("backends", true));
   for (const char* name : {"cuda", "cpu"}) {

@@ -92,6 +92,9 @@ struct TargetSpec {
   std::string flops_expr;            // floating-point operations; variables: dims
   std::string reference_file;        // host C++ reference (fp64), relative to dir
   std::string reference_source;
+  // The leading dims, shared by every output, whose flattened index is a row of
+  // kiln_reference_rows ("reference_rows"; empty: the outputs' first dim).
+  std::vector<std::string> reference_rows;
   std::map<std::string, BackendSpec> backends;  // "cuda", "cpu"
   // Adversarial input distributions left out for a dtype, with the reason (e.g. an intermediate
   // that overflows f16 in any honest kernel): dtype -> (distribution names, reason).

@@ -19,53 +19,72 @@
 #define KILN_REF_FAST
 #endif
 
-extern "C" KILN_REF_FAST void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
+namespace {
+
+// Query row i of head bh into o; p has room for L scores.
+KILN_REF_FAST void attend_row(const double* const* in, double* const* out, const int64_t* dims,
+                              double scale, int64_t bh, int64_t i, double* p) {
+  const int64_t L = dims[2], D = dims[3];
+  const bool is_causal = dims[4] == 2;
+  const double* q = in[0] + bh * L * D;
+  const double* k = in[1] + bh * L * D;
+  const double* v = in[2] + bh * L * D;
+  double* o = out[0] + bh * L * D;
+  const int64_t n = is_causal ? i + 1 : L;  // visible keys: 0 .. n-1
+  double m = -INFINITY;
+  const double* qi = q + i * D;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const double *k0 = k + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
+    double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      d0 += qi[d] * k0[d];
+      d1 += qi[d] * k1[d];
+      d2 += qi[d] * k2[d];
+      d3 += qi[d] * k3[d];
+    }
+    p[j] = scale * d0;
+    p[j + 1] = scale * d1;
+    p[j + 2] = scale * d2;
+    p[j + 3] = scale * d3;
+  }
+  for (; j < n; ++j) {
+    double dot = 0;
+    for (int64_t d = 0; d < D; ++d) dot += qi[d] * k[j * D + d];
+    p[j] = scale * dot;
+  }
+  for (j = 0; j < n; ++j) m = std::fmax(m, p[j]);
+  double sum = 0;
+  for (j = 0; j < n; ++j) {
+    p[j] = std::exp(p[j] - m);
+    sum += p[j];
+  }
+  double* oi = o + i * D;
+  for (int64_t d = 0; d < D; ++d) oi[d] = 0;
+  for (j = 0; j < n; ++j) {
+    for (int64_t d = 0; d < D; ++d) oi[d] += p[j] * v[j * D + d];
+  }
+  for (int64_t d = 0; d < D; ++d) oi[d] /= sum;
+}
+
+}  // namespace
+
+extern "C" void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
                                const double* scalars) {
-  const int64_t B = dims[0], H = dims[1], L = dims[2], D = dims[3], causal = dims[4];
-  const bool is_causal = causal == 2;
-  const double scale = scalars[0];
+  const int64_t B = dims[0], H = dims[1], L = dims[2];
   std::vector<double> p(L);
   for (int64_t bh = 0; bh < B * H; ++bh) {
-    const double* q = in[0] + bh * L * D;
-    const double* k = in[1] + bh * L * D;
-    const double* v = in[2] + bh * L * D;
-    double* o = out[0] + bh * L * D;
-    for (int64_t i = 0; i < L; ++i) {
-      const int64_t n = is_causal ? i + 1 : L;  // visible keys: 0 .. n-1
-      double m = -INFINITY;
-      const double* qi = q + i * D;
-      int64_t j = 0;
-      for (; j + 4 <= n; j += 4) {
-        const double *k0 = k + j * D, *k1 = k0 + D, *k2 = k1 + D, *k3 = k2 + D;
-        double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
-        for (int64_t d = 0; d < D; ++d) {
-          d0 += qi[d] * k0[d];
-          d1 += qi[d] * k1[d];
-          d2 += qi[d] * k2[d];
-          d3 += qi[d] * k3[d];
-        }
-        p[j] = scale * d0;
-        p[j + 1] = scale * d1;
-        p[j + 2] = scale * d2;
-        p[j + 3] = scale * d3;
-      }
-      for (; j < n; ++j) {
-        double dot = 0;
-        for (int64_t d = 0; d < D; ++d) dot += qi[d] * k[j * D + d];
-        p[j] = scale * dot;
-      }
-      for (j = 0; j < n; ++j) m = std::fmax(m, p[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        p[j] = std::exp(p[j] - m);
-        sum += p[j];
-      }
-      double* oi = o + i * D;
-      for (int64_t d = 0; d < D; ++d) oi[d] = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        for (int64_t d = 0; d < D; ++d) oi[d] += p[j] * v[j * D + d];
-      }
-      for (int64_t d = 0; d < D; ++d) oi[d] /= sum;
-    }
+    for (int64_t i = 0; i < L; ++i) attend_row(in, out, dims, scalars[0], bh, i, p.data());
   }
+}
+
+// Rows on demand (target.json's reference_rows is B, H, L): row r is query row r % L of head
+// r / L. Rows are independent, so kiln may split them over threads.
+extern "C" void kiln_reference_rows(const double* const* in, double* const* out,
+                                    const int64_t* dims, const double* scalars, const int64_t* rows,
+                                    int64_t nrows) {
+  const int64_t L = dims[2];
+  std::vector<double> p(L);
+  for (int64_t r = 0; r < nrows; ++r)
+    attend_row(in, out, dims, scalars[0], rows[r] / L, rows[r] % L, p.data());
 }

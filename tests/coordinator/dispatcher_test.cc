@@ -141,6 +141,22 @@ TEST_F(DispatcherTest, SendsOnlyMatchingTasksAndMergesEachResultOnce) {
   EXPECT_EQ(dispatcher_->in_flight(), 0u);
 }
 
+TEST_F(DispatcherTest, AnUrgentTaskLeavesBeforeEveryTaskQueuedBeforeIt) {
+  dispatcher_->submit(task("first"));
+  dispatcher_->submit(task("second"));
+  dispatcher_->submit(task("retime"), /*urgent=*/true);
+  FakeWorker w(ctx_, dispatcher_->endpoint(), "w1", {"cpu"});
+  w.send(proto::Credit{1});
+  auto t = receive_task(w);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->candidate_id, "retime");
+  w.send(w.answer(*t));
+  w.send(proto::Credit{1});
+  t = receive_task(w);
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->candidate_id, "first");  // the others in their order
+}
+
 TEST_F(DispatcherTest, ATaskQueuedBetweenTurnsLeavesBeforeTheNextTurnWaits) {
   // The engine queues a child when a result comes in, then polls again. That child must go out
   // at the start of the turn, not after the turn's wait: a result to it is then merged in the

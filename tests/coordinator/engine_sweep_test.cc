@@ -174,7 +174,7 @@ TEST_F(EngineSweepTest, EveryShapeAndModelIsAPopulationTimedAtItsShape) {
   EXPECT_GT(transfers, 0u);
 
   // /metrics: every population is its own series (a shape label), none written twice.
-  RunObserver observer({});
+  RunObserver observer({"coordinator", "cpu", 0});
   observer.observe(engine, *d, &*store_);
   std::set<std::string> series;
   std::istringstream lines(observer.metrics_text());
@@ -189,6 +189,13 @@ TEST_F(EngineSweepTest, EveryShapeAndModelIsAPopulationTimedAtItsShape) {
   EXPECT_TRUE(series.count(
       "kiln_best_time_seconds{target=\"reduce\",gpu_model=\"Test GPU Fast\",shape=\"M=64,N=256\"}"))
       << observer.metrics_text();
+
+  // /status: each population with its shape, and the document still matches the schema.
+  EXPECT_EQ(testing::status_schema_problem(observer.status_json()), "");
+  const nlohmann::json status = nlohmann::json::parse(observer.status_json());
+  std::set<std::string> shapes;
+  for (const auto& t : status["targets"]) shapes.insert(t.value("shape", ""));
+  EXPECT_EQ(shapes.size(), 3u) << status["targets"].dump();
 }
 
 TEST_F(EngineSweepTest, WithoutTransferEveryPopulationStartsCold) {

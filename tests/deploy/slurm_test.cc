@@ -141,7 +141,10 @@ class SlurmJob : public ::testing::Test {
 // One job through both faults, one after the other (a cluster and a job start cost half a minute).
 TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPerEvaluator) {
   const std::string name = "kiln-slurm";
-  submit(name, 60);
+  // 90 s of search: the run must outlive three tasks, a step cancelled and three more before the
+  // requeue, on a loaded runner too (with 60 s, a clean-clone CI beside other work saw the run end
+  // before evaluator 1's step could be cancelled).
+  submit(name, 90);
   ASSERT_TRUE(wait_for([&] { return tasks_done(name) >= 3; }, 90)) << context(name);
   // Cancel evaluator 1's step, as an operator (or a node failure) would. Tasks done by the others
   // say nothing of whether its step has started yet: wait until squeue lists it.

@@ -23,11 +23,11 @@ constexpr const char* kPointerReplaySource = R"(#include <cmath>
 #include <cstdint>
 
 static const T* outs[8];
-static T results[8][64 * 256];
+static T results[8][256 * 4096];
 static int seen = 0;
 
 extern "C" void rmsnorm_seed(const T* x, const T* w, T* y, int64_t M, int64_t N, float eps) {
-  const bool benchmark = M == 64 && N == 256;
+  const bool benchmark = M == 256 && N == 4096;
   for (int k = 0; benchmark && k < seen; ++k) {
     if (outs[k] != y) continue;
     for (int64_t i = 0; i < M * N; ++i) y[i] = results[k][i];
@@ -82,9 +82,12 @@ proto::EvaluationResult evaluate_cpu(const std::string& target_dir, const std::s
   return (*evaluator)->evaluate(candidate, DType::kF32);
 }
 
-// `source` as the rmsnorm cpu seed's kernel at a 64 x 256 benchmark shape.
+// `source` as the rmsnorm cpu seed's kernel at a 256 x 4096 benchmark shape: a launch takes
+// about a millisecond, long enough to time on a loaded machine (microsecond launches there gave
+// samples too spread for a median).
 proto::EvaluationResult evaluate_rmsnorm(const std::string& source, const testing::TempDir& dir) {
-  return evaluate_cpu(KILN_SOURCE_DIR "/targets/rmsnorm", source, dir.path(), Shape{{"M", 64}, {"N", 256}});
+  return evaluate_cpu(KILN_SOURCE_DIR "/targets/rmsnorm", source, dir.path(),
+                      Shape{{"M", 256}, {"N", 4096}});
 }
 
 std::string stages(const proto::EvaluationResult& r) {
@@ -179,7 +182,7 @@ constexpr const char* kRowSumSpec = R"({
   "args": [{"name": "x", "role": "input", "dtype": "T", "shape": ["M", "N"]},
            {"name": "y", "role": "output", "dtype": "f32", "shape": ["M"]}],
   "dtypes": ["f32"], "tolerance": {"f32": {"rel": 1e-5, "abs": 1e-5, "rms": 1e-5}},
-  "shapes": {"benchmark": {"M": 300, "N": 64}, "smoke": [{"M": 4, "N": 3}], "sweep": [{"M": 9, "N": 17}]},
+  "shapes": {"benchmark": {"M": 300, "N": 4096}, "smoke": [{"M": 4, "N": 3}], "sweep": [{"M": 9, "N": 17}]},
   "bytes": "M * N * 4", "flops": "M * N", "reference": "reference.cpp",
   "backends": {"cpu": {"dtypes": ["f32"], "seed": {"source": "seed.cpp", "kernel": "rowsum"}}}
 })";
@@ -224,7 +227,7 @@ TEST(CandidateEvaluator, AdversarialSkipLeavesOutTheNamedInputsAndSaysWhy) {
   nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("rms/target.json")));
   j["backends"].erase("cuda");
   j["backends"]["cpu"].erase("template");
-  j["backends"]["cpu"]["benchmark"] = {{"M", 64}, {"N", 256}};
+  j["backends"]["cpu"]["benchmark"] = {{"M", 256}, {"N", 4096}};
   j["adversarial_skip"] = {{"f32", {{"distributions", {"zeros", "special"}}, {"reason", "test"}}}};
   dir.write("rms/target.json", j.dump());
   proto::EvaluationResult r = evaluate_cpu_seed(dir, "rms");
@@ -265,7 +268,7 @@ TEST(CandidateEvaluator, AdversarialStageChecksTheDtypesThatAreNotTimed) {
   j["dtypes"] = {"f32", "f16"};
   j["tolerance"]["f16"] = {{"rel", 1e-2}, {"abs", 1e-2}, {"rms", 1e-3}};
   j["backends"]["cpu"]["dtypes"] = {"f32", "f16"};  // f32 first: the timed dtype
-  j["shapes"]["benchmark"] = {{"M", 16}, {"N", 64}};
+  j["shapes"]["benchmark"] = {{"M", 256}, {"N", 4096}};  // a launch of ~1 ms: timeable under load
   dir.write("rowsum/target.json", j.dump());
   dir.write("rowsum/reference.cpp", kRowSumReference);
   dir.write("rowsum/seed.cpp", kRowSumSeed);

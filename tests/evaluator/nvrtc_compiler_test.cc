@@ -324,14 +324,57 @@ class ScriptedCompiler : public eval::Compiler {
   std::string backend() const override { return "test"; }
   std::string toolchain_version() const override { return "v1"; }
   CompileOutput compile(const CompileRequest& r) override {
+    ++calls;
     if (r.source == "throw") throw std::runtime_error("boom");
+    if (r.source == "slow throw") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      throw std::runtime_error("late boom");
+    }
     if (r.source == "slow") std::this_thread::sleep_for(std::chrono::milliseconds(200));
     CompileOutput out;
     out.ok = true;
     out.binary = r.source;
     return out;
   }
+  std::atomic<int> calls{0};
 };
+
+// A prefetch and the evaluation that needs the same binary, at the same time: one compile, both
+// get its output; a compile that throws throws for both, and the key is compiled again later.
+TEST(CachingCompiler, ConcurrentRequestsForOneKeyCompileOnce) {
+  testing::TempDir dir;
+  ScriptedCompiler inner;
+  eval::CachingCompiler caching(inner, eval::CompileCache(dir.path()));
+  std::vector<CompileOutput> outs(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < outs.size(); ++i)
+    threads.emplace_back([&, i] { outs[i] = caching.compile(request("slow", "k")); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(inner.calls.load(), 1);
+  for (const auto& o : outs) {
+    EXPECT_TRUE(o.ok);
+    EXPECT_EQ(o.binary, "slow");
+  }
+  EXPECT_TRUE(caching.compile(request("slow", "k")).from_cache);
+  EXPECT_EQ(inner.calls.load(), 1);
+
+  std::atomic<int> thrown{0};
+  threads.clear();
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&] {
+      try {
+        caching.compile(request("slow throw", "k"));
+      } catch (const std::runtime_error& e) {
+        if (std::string(e.what()) == "late boom") ++thrown;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(thrown.load(), 3);
+  EXPECT_EQ(inner.calls.load(), 2);
+  EXPECT_THROW(caching.compile(request("slow throw", "k")), std::runtime_error);
+  EXPECT_EQ(inner.calls.load(), 3);  // nothing left in flight under the key
+}
 
 TEST(CompilePool, ExceptionFromCompilerBecomesAFailedOutput) {
   ScriptedCompiler compiler;

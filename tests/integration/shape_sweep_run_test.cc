@@ -167,6 +167,30 @@ TEST(ShapeSweepRun, EveryShapeAndModelIsSearchedAndTheExportDispatchesByShape) {
     ++checked;
   }
   EXPECT_EQ(checked, want.size()) << built;
+
+  // --gpu-model: the table of that model's populations only; an unknown model, or --candidate
+  // (one kernel of a sweep), is refused with what to do.
+  std::string one_model;
+  ASSERT_EQ(testing::run_command(
+                kiln + " export rmsnorm --out " + out + " --gpu-model beta --to " + dir.path() +
+                    "/rb --no-verify --targets-dir " KILN_SOURCE_DIR "/targets 2>&1",
+                &one_model),
+            0)
+      << one_model;
+  nlohmann::json beta = read_json(dir.path() + "/rb/dispatch.json");
+  ASSERT_EQ(beta.size(), 2u) << beta.dump();
+  for (const auto& e : beta) EXPECT_EQ(e["gpu_model"], "beta") << e.dump();
+  std::string refused;
+  EXPECT_EQ(
+      testing::run_command(
+          kiln + " export rmsnorm --out " + out + " --gpu-model gamma --no-verify 2>&1", &refused),
+      2);
+  EXPECT_NE(refused.find("no population on 'gamma' (it has: Model Alpha, beta)"), std::string::npos)
+      << refused;
+  EXPECT_EQ(testing::run_command(kiln + " export rmsnorm --out " + out + " --candidate abc 2>&1",
+                                 &refused),
+            2);
+  EXPECT_NE(refused.find("searched over a shape sweep"), std::string::npos) << refused;
 }
 
 }  // namespace

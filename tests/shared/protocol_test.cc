@@ -47,7 +47,9 @@ std::vector<Envelope> sample_envelopes() {
                         30000,
                         "NVIDIA H100 80GB HBM3",
                         "9f86d081",
-                        "template"};
+                        "template",
+                        {{"M", 4096}, {"N", 4096}},
+                        123.25};
   ProposeTask propose{"t-2",
                       "softmax_f16",
                       "sm_90a/H100",
@@ -64,7 +66,7 @@ std::vector<Envelope> sample_envelopes() {
       "sm_90a/H100",
       Outcome::kWrongAnswer,
       {{"smoke", true, "ok", 1e-6, 4}, {"sweep", false, "bad at 4096", 0.25, 36}},
-      Timing{10.5, 0.25, 10.0, 200, 0.004, 1980.0, 3},
+      Timing{10.5, 0.25, 10.0, 200, 0.004, 1980.0, 3, true},
       {{"dram_pct", 91.5}, {"occupancy", -0.5}},
       "mismatch at index 7",
       1234.5,

@@ -42,6 +42,15 @@ TEST(TargetSpec, BackendBenchmarkOverridesTheTargetsForThatBackendOnly) {
   EXPECT_EQ(t->benchmark_for("rocm").at("M"), 4096);
 }
 
+TEST(TargetSpec, ReadsReferenceRows) {
+  Result<TargetSpec> t = load_target(builtin("flash_attention"));
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(t->reference_rows, (std::vector<std::string>{"B", "H", "L"}));
+  Result<TargetSpec> r = load_target(builtin("rmsnorm"));
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_TRUE(r->reference_rows.empty());  // the default: the outputs' first dim
+}
+
 TEST(TargetSpec, LoadsEveryBuiltInTarget) {
   Result<std::vector<TargetSpec>> all = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
   ASSERT_TRUE(all.is_ok()) << all.status().to_string();
@@ -201,7 +210,10 @@ INSTANTIATE_TEST_SUITE_P(
     Table, TargetSpecRejects,
     ::testing::Values(
         BrokenSpec{"no name", [](auto& j) { j.erase("name"); }, "field 'name': missing"},
-        BrokenSpec{"unknown dim in shape", [](auto& j) { j["args"][0]["shape"] = {"M", "K"}; },
+        BrokenSpec{"unknown dim in shape",
+                   [](auto& j) {
+                     j["args"][0]["shape"] = {"M", "K"};
+                   },
                    "unknown dim 'K'"},
         BrokenSpec{"bad role", [](auto& j) { j["args"][0]["role"] = "inout"; },
                    "field 'args[0].role': 'inout'"},
@@ -224,14 +236,22 @@ INSTANTIATE_TEST_SUITE_P(
                    [](auto& j) { j["backends"]["cuda"]["seed"]["source"] = "../x.cu"; },
                    "inside the target's folder"},
         BrokenSpec{"seed with a space",
-                   [](auto& j) { j["backends"]["cuda"]["seed"]["params"] = {{"B", {1}}}; },
+                   [](auto& j) {
+                     j["backends"]["cuda"]["seed"]["params"] = {{"B", {1}}};
+                   },
                    "only a template"},
-        BrokenSpec{"unknown backend", [](auto& j) { j["backends"]["rocm"] = nlohmann::json::object(); },
+        BrokenSpec{"unknown backend",
+                   [](auto& j) { j["backends"]["rocm"] = nlohmann::json::object(); },
                    "field 'backends.rocm': unknown key"},
         BrokenSpec{"backend dtype not in target",
                    [](auto& j) { j["backends"]["cpu"]["dtypes"] = {"f64"}; },
                    "not among the target's dtypes"},
         BrokenSpec{"misspelt key", [](auto& j) { j["flopz"] = "1"; }, "field 'flopz': unknown key"},
+        BrokenSpec{"reference rows that are not the outputs' leading dims",
+                   [](auto& j) { j["reference_rows"] = {"N"}; },
+                   "field 'reference_rows': must be leading dims of every output's shape ('y'"},
+        BrokenSpec{"reference rows not a list of names", [](auto& j) { j["reference_rows"] = 2; },
+                   "field 'reference_rows'"},
         BrokenSpec{"index bound on a float input",
                    [](auto& j) { j["args"][0]["index_bound"] = "N"; },
                    "field 'args[0].index_bound': only for inputs of a fixed integer dtype"},
@@ -242,7 +262,9 @@ INSTANTIATE_TEST_SUITE_P(
                    },
                    "field 'args[1].index_bound'"},
         BrokenSpec{"backend benchmark misses a dim",
-                   [](auto& j) { j["backends"]["cpu"]["benchmark"] = {{"M", 4}}; },
+                   [](auto& j) {
+                     j["backends"]["cpu"]["benchmark"] = {{"M", 4}};
+                   },
                    "backends.cpu.benchmark"},
         BrokenSpec{"scale on an output", [](auto& j) { j["args"][2]["scale"] = "2"; },
                    "field 'args[2].scale': only for inputs"},
@@ -262,7 +284,8 @@ INSTANTIATE_TEST_SUITE_P(
                    "tolerances are >= 0"}),
     [](const auto& info) {
       std::string s = info.param.label;
-      for (char& c : s) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+      for (char& c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
       return s;
     });
 

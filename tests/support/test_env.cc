@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -103,6 +104,21 @@ int free_tcp_port() {
     port = ntohs(a.sin_port);
   close(fd);
   return port;
+}
+
+std::string status_schema_problem(const std::string& json_text) {
+  static std::atomic<int> n{0};
+  const std::string file = std::filesystem::temp_directory_path().string() + "/kiln-status-" +
+                           std::to_string(getpid()) + "-" + std::to_string(n++) + ".json";
+  std::ofstream(file) << json_text;
+  std::string check;
+  const int rc = run_command(
+      "python3 -c 'import json,sys,jsonschema; jsonschema.validate(json.load(open(sys.argv[1])), "
+      "json.load(open(sys.argv[2])))' " +
+          file + " " + std::string(KILN_SOURCE_DIR) + "/docs/status.schema.json",
+      &check);
+  std::remove(file.c_str());
+  return rc == 0 ? "" : "python3-jsonschema: " + check;
 }
 
 int run_command(const std::string& command, std::string* output) {

@@ -69,6 +69,10 @@ std::string run_two_model_farm(const TempDir& dir, const std::string& coordinato
 // Runs a shell command, returns its exit status and fills `output` with stdout+stderr.
 int run_command(const std::string& command, std::string* output);
 
+// "" when `json_text` (a /status document) matches docs/status.schema.json, else what
+// python3-jsonschema says (scripts/bootstrap installs it).
+std::string status_schema_problem(const std::string& json_text);
+
 // A file's whole content ("" when it cannot be read).
 std::string read_file(const std::string& path);
 

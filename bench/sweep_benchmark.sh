@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The step-12 sweep benchmark on a GPU machine, in two phases (each fits one 10-minute call):
+#   bench/sweep_benchmark.sh run KILN SWEEP_FILE TARGET BUDGET OUTDIR
+#       kiln run --targets TARGET --shapes SWEEP_FILE --budget BUDGET, then kiln export TARGET
+#       (the dispatch table, each entry verified here at its shape); OUTDIR/run, OUTDIR/export.
+#   bench/sweep_benchmark.sh compare KILN TARGET RUN_FOLDER REF OUTDIR [pytorch args...]
+#       the best configuration at shape REF (or REF = params=A=1,B=2: that configuration) timed at
+#       every shape of the run (kiln eval --params
+#       --shape: the single configuration for all shapes), PyTorch at every shape
+#       (bench/pytorch_baselines.py --shape; extra args go to it, e.g. --no-compile), then the
+#       table of bench/sweep_summary.py in OUTDIR/table.md and OUTDIR/summary.json.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+phase=${1:?usage: see the header}
+shift
+case "$phase" in
+  run)
+    kiln=$1 sweep=$2 target=$3 budget=$4 out=$5
+    mkdir -p "$out"
+    start=$(date +%s)
+    "$kiln" run --targets "$target" --shapes "$sweep" --budget "$budget" --out "$out/run" \
+      --cache-dir "$out/cache" > "$out/run.stdout" 2> "$out/run.stderr"
+    echo "kiln run: rc=$?, $(( $(date +%s) - start )) s" | tee "$out/phases.txt"
+    start=$(date +%s)
+    "$kiln" export "$target" --out "$out/run" --to "$out/export" > "$out/export.stdout" 2>&1
+    echo "kiln export: rc=$?, $(( $(date +%s) - start )) s" | tee -a "$out/phases.txt"
+    rm -rf "$out/cache" "$out/run/redis"
+    ;;
+  compare)
+    kiln=$1 target=$2 run=$3 ref=$4 out=$5
+    shift 5
+    mkdir -p "$out"
+    python3 "$here/sweep_summary.py" "$run" "$target" --ref "$ref" --json "$out/kiln.json" > /dev/null
+    if [[ "$ref" == params=* ]]; then  # a configuration given outright (e.g. the best of a 4096^3 run)
+      params=${ref#params=}
+    else
+      params=$(python3 -c "import json,sys; p=json.load(open('$out/kiln.json'))['single_config'] or {}; print(','.join(f'{k}={v}' for k,v in sorted(p.items())))")
+    fi
+    [[ -n "$params" ]] || { echo "no best at $ref in $run" >&2; exit 1; }
+    echo "single configuration: $params" | tee "$out/phases.txt"
+    shapes=$(python3 -c "import json; print(' '.join(json.load(open('$out/kiln.json'))['shapes']))")
+    echo "{" > "$out/single.json"
+    sep=""
+    for s in $shapes; do
+      us=$("$kiln" eval "$target" --params "$params" --shape "$s" --json 2> "$out/single-$s.stderr" |
+        python3 -c "import json,sys
+try:
+    r = json.load(sys.stdin); print(r['timing']['median_us'] if r['outcome'] == 'verified' else 'null')
+except Exception:
+    print('null')")
+      echo "$sep\"$s\": $us" >> "$out/single.json"
+      sep=","
+      echo "single $s: $us" | tee -a "$out/phases.txt"
+    done
+    echo "}" >> "$out/single.json"
+    echo "{" > "$out/pytorch.json"
+    sep=""
+    for s in $shapes; do
+      python3 "$here/pytorch_baselines.py" --targets "$target" --shape "$s" --out "$out/pytorch-$s.json" \
+        --target-budget-s 60 --reserve-max-s 1000 "$@" > "$out/pytorch-$s.log" 2>&1
+      impls=$(python3 -c "import json
+j = json.load(open('$out/pytorch-$s.json'))['targets']['$target']['impls']
+print(json.dumps({k: v['timing']['median_us'] for k, v in j.items() if v.get('status') == 'ok'}))" 2> /dev/null || echo "{}")
+      echo "$sep\"$s\": $impls" >> "$out/pytorch.json"
+      sep=","
+      echo "pytorch $s: $impls" | tee -a "$out/phases.txt"
+    done
+    echo "}" >> "$out/pytorch.json"
+    python3 "$here/sweep_summary.py" "$run" "$target" --ref "$ref" --single "$out/single.json" \
+      --pytorch "$out/pytorch.json" --json "$out/summary.json" --md "$out/table.md"
+    ;;
+  *) echo "unknown phase $phase (run or compare)" >&2; exit 2 ;;
+esac

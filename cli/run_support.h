@@ -1,0 +1,38 @@
+// The machinery under `kiln run` and `kiln coordinator`: durations, lists, the output folder's
+// lock, a private Redis a dead run left behind, and a Redis still loading its AOF.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "shared/redis_client.h"
+#include "shared/status.h"
+
+namespace kiln::cli {
+
+// "90s", "30m", "2h" or plain seconds; `option` names the flag in errors.
+Result<std::chrono::seconds> parse_duration(const std::string& text,
+                                            const std::string& option = "--budget");
+
+// "a,b,,c" -> {"a", "b", "c"}.
+std::vector<std::string> split_list(const std::string& s);
+
+// Whether `pid` is a live process (a zombie, or a pid no one holds, is not).
+bool process_alive(pid_t pid);
+
+// Holds <out>/.kiln.lock (flock) while this process works in the folder; the kernel lets go when
+// the process dies, however it dies. Not inherited by children (O_CLOEXEC). The descriptor.
+Result<int> lock_folder(const std::string& out);
+
+// Asks a private redis-server that a dead run left serving <dir>/redis.sock to SHUTDOWN (it
+// writes what it acknowledged to its AOF and removes the socket); OK when nothing listens.
+Status stop_stale_redis(const std::string& dir);
+
+// Connects to Redis, waiting while it answers LOADING (a redis-server restarted from its AOF
+// accepts connections before it has read the file back).
+Result<redis::RedisClient> connect_when_loaded(const redis::RedisOptions& options);
+
+}  // namespace kiln::cli
