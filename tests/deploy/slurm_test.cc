@@ -73,7 +73,20 @@ class SlurmJob : public ::testing::Test {
               0)
         << out;
     job_ = out.substr(0, out.find_first_of(";\n"));
+    submitted_ = Clock::now();
     return job_;
+  }
+  // Prints how far the test is, with the seconds since the job was submitted: a failure on a loaded
+  // runner then says which phase took the time.
+  void phase(const std::string& what) {
+    const double s = std::chrono::duration<double>(Clock::now() - submitted_).count();
+    std::printf("[slurm +%.1fs] %s\n", s, what.c_str());
+    std::fflush(stdout);
+  }
+  // Whether the job's coordinator has said it exited (its run is over).
+  bool run_over(const std::string& name) {
+    return testing::read_file(dir_.file(name + ".out")).find("coordinator exited with") !=
+           std::string::npos;
   }
   // Waits until `done` holds, up to `seconds`.
   template <class F>
@@ -135,17 +148,20 @@ class SlurmJob : public ::testing::Test {
 
   testing::TempDir dir_;
   std::string cluster_, targets_, job_ = "0";
+  Clock::time_point submitted_ = Clock::now();
   bool started_ = false;
 };
 
 // One job through both faults, one after the other (a cluster and a job start cost half a minute).
 TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPerEvaluator) {
   const std::string name = "kiln-slurm";
-  // 90 s of search: the run must outlive three tasks, a step cancelled and three more before the
-  // requeue, on a loaded runner too (with 60 s, a clean-clone CI beside other work saw the run end
-  // before evaluator 1's step could be cancelled).
-  submit(name, 90);
-  ASSERT_TRUE(wait_for([&] { return tasks_done(name) >= 3; }, 90)) << context(name);
+  // The faults come one after the other as the job reaches each point, not at fixed times; the
+  // budget only has to outlast them. On a loaded runner (a clean-clone CI beside image builds)
+  // the first tasks came late enough that a 60 s, then a 90 s run ended before the requeue: the
+  // budget is 150 s, and each phase is printed with its time so that a failure says where it was.
+  submit(name, 150);
+  ASSERT_TRUE(wait_for([&] { return tasks_done(name) >= 3; }, 120)) << context(name);
+  phase("3 tasks done");
   // Cancel evaluator 1's step, as an operator (or a node failure) would. Tasks done by the others
   // say nothing of whether its step has started yet: wait until squeue lists it.
   std::string steps, step;
@@ -162,10 +178,17 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
   ASSERT_FALSE(step.empty()) << steps;
   std::string out;
   ASSERT_EQ(slurm("scancel " + step + " 2>&1", &out), 0) << out;
+  phase("step " + step + " (evaluator-1) cancelled");
+  // The run goes on without it: the other evaluators keep answering.
   const size_t before = tasks_done(name);
-  ASSERT_TRUE(wait_for([&] { return tasks_done(name) >= before + 3; }, 90)) << context(name);
+  ASSERT_TRUE(wait_for([&] { return tasks_done(name) > before; }, 90)) << context(name);
+  phase("a task done after the cancel");
 
-  // Requeue the whole job mid-run, as a preemption does.
+  // Requeue the whole job mid-run, as a preemption does. A run that already ended would only be
+  // rewritten on the restart, which is not what this test is about: say so instead.
+  ASSERT_FALSE(run_over(name)) << "the run ended before the requeue; the budget is too short for "
+                                  "this runner\n"
+                               << context(name);
   ASSERT_EQ(slurm("scontrol requeue " + job_ + " 2>&1", &out), 0) << out;
   ASSERT_TRUE(wait_for(
       [&] {
@@ -175,9 +198,11 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
       },
       60))
       << context(name);
+  phase("requeued");
   // A requeued job waits two minutes before it may start again; the test does not.
   ASSERT_EQ(slurm("scontrol update JobId=" + job_ + " StartTime=now 2>&1", &out), 0) << out;
-  ASSERT_TRUE(wait_for([&] { return job_gone(); }, 240)) << context(name);
+  ASSERT_TRUE(wait_for([&] { return job_gone(); }, 300)) << context(name);
+  phase("job done");
 
   const std::string batch = context(name);
   EXPECT_NE(batch.find("restart 1"), std::string::npos) << batch;
