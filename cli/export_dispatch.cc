@@ -75,7 +75,7 @@ int run_dispatch_export(const DispatchExportArgs& a,
     }
     here = {{"entries", each}};
   }
-  if (Status w = exporter::write_export(to, first, format, *files, here); !w.is_ok())
+  if (Status w = exporter::write_export(to, first, format, *files, here, entries); !w.is_ok())
     return fail(w.message(), 1);
   std::printf("wrote %s/:", to.c_str());
   for (const auto& f : *files) std::printf(" %s", f.name.c_str());

@@ -25,7 +25,12 @@ Result<HereCheck> verify_here(const exporter::ExportCandidate& c, int gpu,
   o.gpu = gpu;
   o.benchmark_override = std::move(shape);
   o.progress = progress;
-  eval::CandidateSpec spec{"export", c.source, c.kernel_name, c.params, &c.geometry(), false};
+  eval::CandidateSpec spec;
+  spec.label = "export";
+  spec.source = c.source;
+  spec.kernel_name = c.kernel_name;
+  spec.params = c.params;
+  spec.geometry = &c.geometry();
   KILN_ASSIGN_OR_RETURN(LocalEval ev, evaluate_here(c.target, c.backend, spec, c.dtype, o));
   HereCheck check;
   if (ev.result.outcome != proto::Outcome::kVerified) {

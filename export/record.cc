@@ -31,8 +31,55 @@ Status write_text(const fs::path& p, const std::string& text) {
   return Status::ok();
 }
 
-std::string kernel_file(const ExportCandidate& c) {
-  return "kernel/" + c.kernel_name + (c.backend == "cuda" ? ".cu" : ".cpp");
+// kernel/<name>.<ext>, or kernel/<variant>/<name>.<ext> for an entry of a dispatch table.
+std::string kernel_file(const ExportCandidate& c, const std::string& variant = "") {
+  return "kernel/" + (variant.empty() ? "" : variant + "/") + c.kernel_name +
+         (c.backend == "cuda" ? ".cu" : ".cpp");
+}
+
+// What the record says of one kernel (the export's, or one entry's of a dispatch table): enough to
+// evaluate it again and to compare with how it was timed.
+nlohmann::json kernel_record(const ExportCandidate& c, const std::string& file) {
+  return {
+      {"candidate_id", c.candidate_id},
+      {"kernel",
+       {{"from", c.is_template ? "template" : "seed"}, {"name", c.kernel_name}, {"file", file}}},
+      {"source_sha256", sha256_hex(c.source)},
+      {"params", c.params},
+      {"gpu_model", c.gpu_model},
+      {"arch", c.arch},
+      {"search", evaluation_summary(c.search_result)}};
+}
+
+// Reads back what kernel_record wrote into `c` (whose target and backend are set), checking the
+// kernel text against its hash. `where` names the record or the entry in messages.
+Status read_kernel(const fs::path& root, const nlohmann::json& r, const std::string& where,
+                   ExportCandidate& c) {
+  const nlohmann::json k = r.value("kernel", nlohmann::json::object());
+  if (!k.is_object()) return invalid_argument(where + ": \"kernel\" is not an object");
+  c.is_template = k.value("from", "") == "template";
+  if (c.is_template && !c.target.backend(c.backend)->tunable)
+    return invalid_argument(where + " names a template the target lacks");
+  c.kernel_name = k.value("name", "");
+  const std::string file = k.value("file", "");
+  // Only files of the export folder: a record that names another is not kiln's.
+  if (file.rfind("kernel/", 0) != 0 || file.find("..") != std::string::npos)
+    return invalid_argument(where + " names a kernel file outside kernel/: '" + file + "'");
+  KILN_ASSIGN_OR_RETURN(c.source, read_all(root / file));
+  if (sha256_hex(c.source) != r.value("source_sha256", "")) {
+    return failed_precondition((root / file).string() +
+                               " is not the kernel text kiln exported (its sha256 differs from "
+                               "the record's)");
+  }
+  c.params.clear();
+  const nlohmann::json params = r.value("params", nlohmann::json::object());
+  for (const auto& [key, v] : params.items()) {
+    if (v.is_string()) c.params[key] = v.get<std::string>();
+  }
+  c.candidate_id = r.value("candidate_id", "");
+  c.gpu_model = r.value("gpu_model", "");
+  c.arch = r.value("arch", "");
+  return Status::ok();
 }
 
 std::string utc_now() {
@@ -103,7 +150,8 @@ Status check_export_folder(const std::string& dir) {
 }
 
 Status write_export(const std::string& dir, const ExportCandidate& c, const std::string& format,
-                    const std::vector<ExportFile>& files, const nlohmann::json& verified_here) {
+                    const std::vector<ExportFile>& files, const nlohmann::json& verified_here,
+                    const std::vector<ExportCandidate>& entries) {
   KILN_RETURN_IF_ERROR(check_export_folder(dir));
   const fs::path root(dir);
   std::error_code ec;
@@ -132,28 +180,36 @@ Status write_export(const std::string& dir, const ExportCandidate& c, const std:
   // The target's folder as it was loaded (its spec hash is checked on verify).
   fs::copy(c.target.dir, root / "target", fs::copy_options::recursive, ec);
   if (ec) return unavailable("copying the target folder " + c.target.dir + ": " + ec.message());
-  nlohmann::json record = {
-      {"kiln_export", 1},
-      {"format", format},
-      {"target", c.target.name},
-      {"spec_hash", c.target.spec_hash},
-      {"backend", c.backend},
-      {"dtype", std::string(dtype_name(c.dtype))},
-      {"candidate_id", c.candidate_id},
-      {"kernel",
-       {{"from", c.is_template ? "template" : "seed"},
-        {"name", c.kernel_name},
-        {"file", kernel_file(c)}}},
-      {"source_sha256", sha256_hex(c.source)},
-      {"params", c.params},
-      {"gpu_model", c.gpu_model},
-      {"arch", c.arch},
-      {"origin", c.origin},
-      {"search", evaluation_summary(c.search_result)},
-      {"verified_here", verified_here},
-      {"exported",
-       {{"kiln_version", KILN_VERSION}, {"kiln_commit", KILN_GIT_COMMIT}, {"at", utc_now()}}},
-      {"files", listed}};
+  nlohmann::json record = {{"kiln_export", 1},        {"format", format},
+                           {"target", c.target.name}, {"spec_hash", c.target.spec_hash},
+                           {"backend", c.backend},    {"dtype", std::string(dtype_name(c.dtype))}};
+  record.update(kernel_record(c, kernel_file(c)));
+  record["origin"] = c.origin;
+  record["verified_here"] = verified_here;
+  if (!entries.empty()) {
+    // A dispatch table: each entry's kernel text and record, so that kiln verify re-checks every
+    // one at its own shape. The record's own kernel stays the first entry's.
+    const nlohmann::json each = verified_here.value("entries", nlohmann::json::array());
+    nlohmann::json table = nlohmann::json::array();
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const ExportCandidate& e = entries[k];
+      const std::string variant = "v" + std::to_string(k);
+      KILN_RETURN_IF_ERROR(write_text(root / kernel_file(e, variant), e.source));
+      nlohmann::json entry = kernel_record(e, kernel_file(e, variant));
+      entry["variant"] = variant;
+      entry["shape"] = e.shape;
+      entry["best_us"] = e.best_us;
+      entry["verified_here"] =
+          k < each.size() ? each[k] : verified_here.value("skipped", nlohmann::json());
+      if (!entry["verified_here"].is_object() && !entry["verified_here"].is_null())
+        entry["verified_here"] = {{"skipped", entry["verified_here"]}};
+      table.push_back(std::move(entry));
+    }
+    record["entries"] = std::move(table);
+  }
+  record["exported"] = {
+      {"kiln_version", KILN_VERSION}, {"kiln_commit", KILN_GIT_COMMIT}, {"at", utc_now()}};
+  record["files"] = listed;
   return write_text(root / kRecordFile, record.dump(2) + "\n");
 }
 
@@ -176,25 +232,29 @@ Result<ExportFolder> read_export(const std::string& dir) {
   c.backend = r.value("backend", "");
   if (!c.target.backend(c.backend))
     return invalid_argument("the record names a backend the target lacks: " + c.backend);
-  const nlohmann::json k = r.value("kernel", nlohmann::json::object());
-  c.is_template = k.value("from", "") == "template";
-  if (c.is_template && !c.target.backend(c.backend)->tunable)
-    return invalid_argument("the record names a template the target lacks");
-  c.kernel_name = k.value("name", "");
-  KILN_ASSIGN_OR_RETURN(c.source, read_all(root / k.value("file", "")));
-  if (sha256_hex(c.source) != r.value("source_sha256", "")) {
-    return failed_precondition(
-        (root / k.value("file", "")).string() +
-        " is not the kernel text kiln exported (its sha256 differs from the record's)");
-  }
-  const nlohmann::json params = r.value("params", nlohmann::json::object());
-  for (const auto& [key, v] : params.items()) {
-    if (v.is_string()) c.params[key] = v.get<std::string>();
-  }
+  KILN_RETURN_IF_ERROR(read_kernel(root, r, (root / kRecordFile).string(), c));
   KILN_ASSIGN_OR_RETURN(c.dtype, parse_dtype(r.value("dtype", "")));
-  c.candidate_id = r.value("candidate_id", "");
-  c.gpu_model = r.value("gpu_model", "");
-  c.arch = r.value("arch", "");
+  const nlohmann::json entries = r.value("entries", nlohmann::json());
+  if (!entries.is_null() && !entries.is_array())
+    return invalid_argument((root / kRecordFile).string() + ": \"entries\" is not a list");
+  if (entries.is_null() && r.value("verified_here", nlohmann::json::object()).contains("entries")) {
+    return failed_precondition(
+        "this dispatch table was exported by an earlier kiln whose record lists no entries to "
+        "re-check; export it again (kiln export TARGET --out RUN) to verify it");
+  }
+  for (size_t k = 0; entries.is_array() && k < entries.size(); ++k) {
+    const std::string where = (root / kRecordFile).string() + " entry " + std::to_string(k);
+    if (!entries[k].is_object()) return invalid_argument(where + " is not an object");
+    ExportCandidate e = c;
+    KILN_RETURN_IF_ERROR(read_kernel(root, entries[k], where, e));
+    KILN_ASSIGN_OR_RETURN(e.shape, shape_from_json(entries[k].value("shape", nlohmann::json()),
+                                                   where + " shape", c.target.dims));
+    e.variant = entries[k].value("variant", "v" + std::to_string(k));
+    const nlohmann::json best = entries[k].value("best_us", nlohmann::json());
+    e.best_us = best.is_number() ? best.get<double>() : 0;
+    e.origin = dir;
+    out.entries.push_back(std::move(e));
+  }
   c.origin = dir;
   const nlohmann::json files = r.value("files", nlohmann::json::object());
   for (const auto& [name, hash] : files.items()) {

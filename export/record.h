@@ -7,6 +7,9 @@
 //   kiln-export.json           candidate id, source hash, parameters, dtype, GPU model, every
 //                              stage's verdict and worst error, timing with its clock record,
 //                              toolchain versions, kiln's version, and each file's sha256
+//   kernel/v<k>/<kernel file>  a dispatch table's entries: each one's kernel text; the record's
+//                              "entries" hold each one's candidate, parameters, shape, GPU model,
+//                              the search's timing at that shape and its verification here
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,16 +35,19 @@ Status check_export_folder(const std::string& dir);
 
 // Writes the export into `dir` (check_export_folder first; an earlier export there is removed):
 // `files`, kernel/, target/ and the record. `verified_here` is the summary of the evaluation run
-// on this machine before writing, or {"skipped": why}.
+// on this machine before writing, or {"skipped": why}. A dispatch table passes its `entries` (c is
+// the first) and verified_here {"entries": [one summary per entry]}.
 Status write_export(const std::string& dir, const ExportCandidate& c, const std::string& format,
-                    const std::vector<ExportFile>& files, const nlohmann::json& verified_here);
+                    const std::vector<ExportFile>& files, const nlohmann::json& verified_here,
+                    const std::vector<ExportCandidate>& entries = {});
 
 // An export folder as `kiln verify` reads it back: the record, the candidate (target loaded from
 // target/, kernel text from kernel/, both checked against the record's hashes), and the files
-// whose text differs from what was exported.
+// whose text differs from what was exported. A dispatch table's entries come with their shapes.
 struct ExportFolder {
   nlohmann::json record;
   ExportCandidate candidate;
+  std::vector<ExportCandidate> entries;  // empty for one kernel
   std::vector<std::string> changed_files;
 };
 Result<ExportFolder> read_export(const std::string& dir);

@@ -3,7 +3,8 @@
 // is searched with real compiles and timings at its shape, transfer children name their
 // neighbours, and `kiln export` of the run writes a dispatch table whose launcher, built with the
 // system compiler, picks the entry nearest the shape it is called with and computes the right
-// answer there, also at shapes the sweep never saw.
+// answer there, also at shapes the sweep never saw; `kiln verify` of it re-checks every entry at
+// its own shape.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -167,6 +168,48 @@ TEST(ShapeSweepRun, EveryShapeAndModelIsSearchedAndTheExportDispatchesByShape) {
     ++checked;
   }
   EXPECT_EQ(checked, want.size()) << built;
+
+  // kiln verify re-checks every entry, each timed at the shape it won, against its own record.
+  nlohmann::json record = read_json(to + "/kiln-export.json");
+  ASSERT_TRUE(record["entries"].is_array()) << record.dump();
+  ASSERT_EQ(record["entries"].size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    const nlohmann::json& e = record["entries"][k];
+    EXPECT_EQ(e["shape"], table[k]["shape"]) << e.dump();
+    EXPECT_EQ(e["candidate_id"], table[k]["candidate_id"]) << e.dump();
+    EXPECT_GT(e["verified_here"]["timing"].value("median_us", 0.0), 0) << e.dump();
+    EXPECT_TRUE(std::filesystem::exists(to + "/" + e["kernel"]["file"].get<std::string>()));
+  }
+  std::string verified;
+  ASSERT_EQ(testing::run_command("(" + kiln + " verify " + to + " --json 2>/dev/null)", &verified),
+            0)
+      << verified;
+  nlohmann::json v = nlohmann::json::parse(verified, nullptr, false);
+  ASSERT_TRUE(v.is_object() && v["entries"].is_array()) << verified;
+  ASSERT_EQ(v["entries"].size(), 4u) << verified;
+  for (size_t k = 0; k < 4; ++k) {
+    const nlohmann::json& e = v["entries"][k];
+    EXPECT_EQ(e["shape"], table[k]["shape"]) << e.dump();
+    EXPECT_EQ(e["evaluation"]["outcome"], "verified") << e.dump();
+    // Compared with the record's timing of that entry at that shape, not the benchmark shape's.
+    EXPECT_EQ(e["record_timing"], record["entries"][k]["verified_here"]["timing"]) << e.dump();
+  }
+  // One entry's record ten times too fast: that entry, and so the table, disagrees.
+  record["entries"][1]["verified_here"]["timing"]["median_us"] =
+      record["entries"][1]["verified_here"]["timing"]["median_us"].get<double>() / 10;
+  record["entries"][1]["verified_here"]["timing"]["noise_rel"] = 0.01;
+  std::ofstream(to + "/kiln-export.json") << record.dump(2);
+  ASSERT_EQ(testing::run_command(kiln + " verify " + to + " 2>&1", &verified), 1) << verified;
+  EXPECT_NE(verified.find("v1: disagrees with the record"), std::string::npos) << verified;
+  EXPECT_NE(verified.find("verdict: disagrees with the record (3 of 4 entries agree)"),
+            std::string::npos)
+      << verified;
+  // An entry's kernel text edited: not what the record verified; nothing is evaluated.
+  std::ofstream(to + "/" + record["entries"][3]["kernel"]["file"].get<std::string>(), std::ios::app)
+      << "// edited\n";
+  ASSERT_EQ(testing::run_command(kiln + " verify " + to + " 2>&1", &verified), 2) << verified;
+  EXPECT_NE(verified.find("kernel/v3/"), std::string::npos) << verified;
+  EXPECT_NE(verified.find("not the kernel text kiln exported"), std::string::npos) << verified;
 
   // --gpu-model: the table of that model's populations only; an unknown model, or --candidate
   // (one kernel of a sweep), is refused with what to do.
