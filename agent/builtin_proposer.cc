@@ -20,7 +20,8 @@ namespace {
 const std::vector<std::vector<std::string>>& known_names() {
   static const std::vector<std::vector<std::string>> names = {
       {"BLOCK", "ROWS", "TPR", "RPB", "WARPS", "BM", "BN"},
-      {"VEC", "ELEMS", "ITEMS", "UNROLL", "HINT", "WREG", "OCC", "CHUNK", "VB", "LANES"},
+      {"VEC", "ELEMS", "ITEMS", "UNROLL", "HINT", "WREG", "OCC", "CHUNK", "VB", "LANES", "GROUP_M",
+       "RAST", "SWIZZLE"},
       {"BK", "STAGES", "WM", "WN", "HT", "TX", "UNR", "PIPE"},
       {"IMPL", "TMA", "G", "ARCH", "GRID", "VARIANT", "ALGO", "MODE", "ORDER"},
   };

@@ -9,7 +9,7 @@ declare -A best=(
   [layernorm]="G=0,HINT=0,ITEMS=4,OCC=0,RPB=1,TPR=128,VB=16"
   [rotary_embedding]="BLOCK=128,HINT=0,HT=2,MINB=0,TX=8,UNR=2,VB=16"
   [cross_entropy]="BLOCK=1024,OCC=1,UNROLL=2"
-  [matmul]="BK=64,BM=128,BN=256,CL=0,IMPL=1,PERS=0,STAGES=4,WM=1,WN=1"
+  [matmul]="BK=64,BM=128,BN=256,CL=0,GROUP_M=8,IMPL=1,PERS=0,STAGES=4,WM=1,WN=1"
   [flash_attention]="BN=128,IMPL=1,PIPE=0,RM=1,STAGES=2,WARPS=8"
   [fused_mlp]="ARCH=1,BN=256,GRID=132,NG=2,STAGES=4,WG=2,WIDE=0"
 )

@@ -59,7 +59,9 @@
 // padded shared-memory tile and writes C with coalesced 16-byte stores (guarded, element-wise at
 // the ragged right edge or when rows of C are not 16-byte aligned).
 // Blocks are mapped to tiles in groups of GROUP_M tile rows (column-major within a group) so
-// that the blocks resident at one time share panels of A and B in L2.
+// that the blocks resident at one time share panels of A and B in L2 (the rasterization order:
+// GROUP_M 1 walks the tiles row by row; which group height pays depends on the shape, as the
+// panels of A and B that the resident tiles touch outgrow L2).
 
 #ifndef IMPL
 #define IMPL 0  // 0: mma.sync, 1: wgmma (warp-specialized)
@@ -89,7 +91,7 @@
 #define PERS 0  // IMPL 1: 1 = persistent CTAs walking the tiles, epilogue from registers
 #endif
 #ifndef GROUP_M
-#define GROUP_M 8  // tile rows per raster group (not a search parameter)
+#define GROUP_M 8  // tile rows per raster group
 #endif
 
 typedef unsigned int u32;

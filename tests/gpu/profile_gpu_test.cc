@@ -96,7 +96,7 @@ TEST_F(ProfileGpu, RmsnormSeedAndBestHavePlausibleProfiles) {
 
 TEST_F(ProfileGpu, TensorCoreMatmulIsComputeBound) {
   nlohmann::json best =
-      eval("matmul --params BK=64,BM=128,BN=256,CL=0,IMPL=1,PERS=0,STAGES=4,WM=1,WN=1");
+      eval("matmul --params BK=64,BM=128,BN=256,CL=0,GROUP_M=8,IMPL=1,PERS=0,STAGES=4,WM=1,WN=1");
   ASSERT_TRUE(best.is_object()) << progress_;
   ASSERT_EQ(best["outcome"], "verified") << progress_;
   EXPECT_GT(metric(best, "registers"), 0);
