@@ -1,18 +1,52 @@
 // The template sweep behind `kiln eval --sweep`.
 #include "cli/sweep.h"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <future>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "evaluator/compile_pool.h"
 #include "evaluator/result_json.h"
 
 namespace kiln::cli {
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+extern "C" void request_stop(int) { g_stop_requested.store(true); }
+
+// SIGINT and SIGTERM set a flag while it lives (the evaluation in progress finishes); the previous
+// handlers come back when it goes.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    g_stop_requested.store(false);
+    struct sigaction sa {};
+    sa.sa_handler = request_stop;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopOnSignal() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+  bool stopped() const { return g_stop_requested.load(); }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+}  // namespace
 
 std::vector<std::map<std::string, std::string>> template_configs(const KernelSpec& spec,
                                                                  const Shape& shape, DType dtype,
@@ -71,9 +105,12 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
     }
   };
 
+  // SIGINT or SIGTERM (Ctrl-C, `timeout`, a scheduler's time limit) stops the sweep after the
+  // configuration in progress; the table or the JSON of what was evaluated still comes out.
+  StopOnSignal stop_signal;
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::pair<std::map<std::string, std::string>, proto::EvaluationResult>> results;
-  for (size_t i = 0; i < configs.size(); ++i) {
+  for (size_t i = 0; i < configs.size() && !stop_signal.stopped(); ++i) {
     prefetch_until(i + 1 + a.compile_threads);
     proto::EvaluationResult r = evaluator.evaluate(candidate(configs[i]), a.dtype);
     std::fprintf(progress, "  [%zu/%zu] %-28s %-14s", i + 1, configs.size(), format_params(configs[i]).c_str(),
@@ -96,6 +133,12 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
     results.emplace_back(configs[i], std::move(r));
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const bool interrupted = results.size() < configs.size();
+  if (interrupted) {
+    std::fprintf(progress, "stopped by a signal after %zu of %zu configurations; %s follow\n",
+                 results.size(), configs.size(), a.json ? "their results" : "the ranking of those");
+    std::fflush(progress);
+  }
 
   std::vector<size_t> order;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -106,9 +149,14 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
   });
   const double per_hour = results.size() / wall_s * 3600.0;
   if (a.json) {
-    nlohmann::json j = {{"target", a.target->name}, {"dtype", dtype_name(a.dtype)},
-                        {"configurations", results.size()}, {"verified", order.size()},
-                        {"wall_s", wall_s}, {"evaluations_per_hour", per_hour}};
+    nlohmann::json j = {{"target", a.target->name},
+                        {"dtype", dtype_name(a.dtype)},
+                        {"configurations", results.size()},
+                        {"verified", order.size()},
+                        {"wall_s", wall_s},
+                        {"evaluations_per_hour", per_hour},
+                        {"planned", configs.size()},
+                        {"interrupted", interrupted}};
     j["results"] = nlohmann::json::array();
     for (const auto& [params, r] : results) {
       nlohmann::json e = eval::result_to_json(r);

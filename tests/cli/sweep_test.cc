@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
+#include "tests/support/fault_farm.h"
 #include "tests/support/test_env.h"
 
 namespace kiln::cli {
@@ -50,6 +52,38 @@ TEST(Sweep, KilnEvalSweepVerifiesAndRanksCpuConfigurations) {
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("3 of 3 configurations verified"), std::string::npos) << out;
   EXPECT_NE(out.find("evaluations per hour"), std::string::npos) << out;
+}
+
+// A sweep stopped by SIGTERM (`timeout`, a scheduler's limit) or Ctrl-C: the configuration in
+// progress finishes and the JSON of every configuration evaluated so far still comes out.
+TEST(Sweep, ASignalStopsTheSweepAndKeepsWhatWasEvaluated) {
+  testing::TempDir dir;
+  const std::string targets = dir.file("targets");
+  ASSERT_EQ(testing::copy_padded_target(targets, "reduce", 200), "");
+  const std::string script = dir.write(
+      "stop.sh",
+      testing::kiln_binary() + " eval reduce --backend cpu --sweep --json --targets-dir " +
+          targets + " --cache-dir " + dir.file("cache") + " > " + dir.file("out.json") + " 2> " +
+          dir.file("err.log") + " &\np=$!\nfor i in $(seq 1 600); do grep -q '\\[3/' " +
+          dir.file("err.log") + " && break; sleep 0.1; done\nkill -TERM $p\nwait $p\necho rc=$?\n");
+  std::string out;
+  ASSERT_EQ(testing::run_command("bash " + script, &out), 0) << out;
+  const std::string log = testing::read_file(dir.file("err.log"));
+  EXPECT_NE(out.find("rc=0"), std::string::npos) << out << log;
+  EXPECT_NE(log.find("stopped by a signal after"), std::string::npos) << log;
+  nlohmann::json j =
+      nlohmann::json::parse(testing::read_file(dir.file("out.json")), nullptr, false);
+  ASSERT_TRUE(j.is_object()) << testing::read_file(dir.file("out.json")) << log;
+  EXPECT_TRUE(j["interrupted"].get<bool>());
+  EXPECT_EQ(j["planned"], 600);  // UNROLL (3) x PAD (200)
+  const size_t done = j["results"].size();
+  EXPECT_GE(done, 3u);
+  EXPECT_LT(done, 600u);
+  EXPECT_EQ(j["configurations"], done);
+  for (const auto& r : j["results"]) {
+    EXPECT_EQ(r["outcome"], "verified") << r.dump();
+    EXPECT_TRUE(r["params"].contains("PAD")) << r.dump();
+  }
 }
 
 }  // namespace
