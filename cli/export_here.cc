@@ -9,6 +9,16 @@
 
 namespace kiln::cli {
 
+eval::CandidateSpec candidate_spec(const exporter::ExportCandidate& c, const std::string& label) {
+  eval::CandidateSpec spec;
+  spec.label = label;
+  spec.source = c.source;
+  spec.kernel_name = c.kernel_name;
+  spec.params = c.params;
+  spec.geometry = &c.geometry();
+  return spec;
+}
+
 Result<DType> export_dtype(const exporter::ExportCandidate& c, const std::string& text) {
   KILN_ASSIGN_OR_RETURN(DType d, parse_dtype(text));
   const auto& dts = c.target.backend(c.backend)->dtypes;
@@ -25,13 +35,8 @@ Result<HereCheck> verify_here(const exporter::ExportCandidate& c, int gpu,
   o.gpu = gpu;
   o.benchmark_override = std::move(shape);
   o.progress = progress;
-  eval::CandidateSpec spec;
-  spec.label = "export";
-  spec.source = c.source;
-  spec.kernel_name = c.kernel_name;
-  spec.params = c.params;
-  spec.geometry = &c.geometry();
-  KILN_ASSIGN_OR_RETURN(LocalEval ev, evaluate_here(c.target, c.backend, spec, c.dtype, o));
+  KILN_ASSIGN_OR_RETURN(
+      LocalEval ev, evaluate_here(c.target, c.backend, candidate_spec(c, "export"), c.dtype, o));
   HereCheck check;
   if (ev.result.outcome != proto::Outcome::kVerified) {
     check.failure = proto::outcome_name(ev.result.outcome);

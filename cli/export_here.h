@@ -12,6 +12,10 @@
 
 namespace kiln::cli {
 
+// The candidate as the evaluator takes it: its kernel text, entry point, parameters and the launch
+// geometry of its seed or template, under `label`.
+eval::CandidateSpec candidate_spec(const exporter::ExportCandidate& c, const std::string& label);
+
 // The dtype `text` names, if the candidate's backend kernels support it; INVALID_ARGUMENT saying
 // so otherwise.
 Result<DType> export_dtype(const exporter::ExportCandidate& c, const std::string& text);

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/export_cmd.h"
+#include "cli/export_here.h"
 #include "cli/local_eval.h"
 #include "evaluator/result_json.h"
 #include "export/record.h"
@@ -57,14 +58,9 @@ Result<Check> check_here(const exporter::ExportCandidate& c, const nlohmann::jso
     std::fprintf(progress, "  %s\n", line.c_str());
     std::fflush(progress);
   };
-  eval::CandidateSpec spec;
-  spec.label = "verify";
-  spec.source = c.source;
-  spec.kernel_name = c.kernel_name;
-  spec.params = c.params;
-  spec.geometry = &c.geometry();
   Check out;
-  KILN_ASSIGN_OR_RETURN(out.ev, evaluate_here(c.target, c.backend, spec, c.dtype, o));
+  KILN_ASSIGN_OR_RETURN(
+      out.ev, evaluate_here(c.target, c.backend, candidate_spec(c, "verify"), c.dtype, o));
   out.evaluation = exporter::evaluation_summary(eval::result_to_json(out.ev.result));
   const bool verified = out.ev.result.outcome == proto::Outcome::kVerified;
   out.verdict = verified ? "agrees" : "disagrees";

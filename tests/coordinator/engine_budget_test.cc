@@ -9,6 +9,7 @@
 
 #include "coordinator/engine.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
@@ -17,13 +18,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class EngineBudgetTest : public ::testing::Test {
+class EngineBudgetTest : public EngineFixture {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
-    auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm");
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    targets_.push_back(std::move(t).value());
+    ASSERT_NO_FATAL_FAILURE(start_store());
+    ASSERT_NE(add_target("rmsnorm"), nullptr);
   }
   EngineOptions options() {
     EngineOptions eo;
@@ -34,12 +33,6 @@ class EngineBudgetTest : public ::testing::Test {
     eo.limits.max_proposals_without_gain = 100000;
     return eo;
   }
-
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
 };
 
 TEST_F(EngineBudgetTest, WithNoEvaluatorTheRunEndsWithinTheGraceAfterItsBudget) {

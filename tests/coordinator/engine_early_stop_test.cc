@@ -10,6 +10,7 @@
 
 #include "coordinator/engine.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
@@ -18,13 +19,11 @@ namespace {
 
 using testing::SyntheticWorker;
 
-class EngineEarlyStopTest : public ::testing::Test {
+class EngineEarlyStopTest : public EngineFixture {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
-    auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    targets_.push_back(std::move(t).value());
+    ASSERT_NO_FATAL_FAILURE(start_store());
+    ASSERT_NE(add_target("reduce"), nullptr);
   }
   // Runs a search on one synthetic cpu evaluator; returns every task it received, in order.
   std::vector<proto::EvaluateTask> search(bool early_stop) {
@@ -46,12 +45,6 @@ class EngineEarlyStopTest : public ::testing::Test {
     EXPECT_TRUE(engine.finished());
     return w.tasks();
   }
-
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
 };
 
 TEST_F(EngineEarlyStopTest, AChildIsTimedUntilItIsClearlySlowerThanItsParent) {

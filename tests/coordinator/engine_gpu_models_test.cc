@@ -10,6 +10,7 @@
 
 #include "coordinator/engine.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
@@ -22,13 +23,11 @@ using testing::SyntheticWorkerOptions;
 constexpr const char* kFast = "Test GPU Fast";
 constexpr const char* kSlow = "Test GPU Slow";
 
-class EngineGpuModelsTest : public ::testing::Test {
+class EngineGpuModelsTest : public EngineFixture {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
-    auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    targets_.push_back(std::move(t).value());
+    ASSERT_NO_FATAL_FAILURE(start_store());
+    ASSERT_NE(add_target("reduce"), nullptr);
   }
   std::unique_ptr<Dispatcher> dispatcher() { return test_dispatcher(ctx_, *store_); }
   EngineOptions options() const {
@@ -54,12 +53,6 @@ class EngineGpuModelsTest : public ::testing::Test {
     Status ran = run_engine(e, stop, seconds);
     ASSERT_TRUE(ran.is_ok()) << ran.to_string();
   }
-
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
 };
 
 TEST_F(EngineGpuModelsTest, EachModelsTasksGoOnlyToItsEvaluatorsAndItsPopulationHoldsItsTimes) {

@@ -5,8 +5,6 @@
 // seen sets, reports, results and pending tasks must equal the original's; the rebuilt search then
 // finishes without merging any task twice. Also: a resume refuses a run with other targets or
 // another backend, and a new run refuses a database that already holds one.
-#include "coordinator/engine.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -20,9 +18,11 @@
 #include <sstream>
 #include <thread>
 
+#include "coordinator/engine.h"
 #include "shared/redis_client.h"
 #include "shared/transport.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
@@ -31,15 +31,11 @@ namespace {
 
 using testing::SyntheticWorker;
 
-class EngineResumeTest : public ::testing::Test {
+class EngineResumeTest : public EngineFixture {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
-    for (const char* name : {"reduce", "rmsnorm"}) {
-      auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/" + name);
-      ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-      targets_.push_back(std::move(t).value());
-    }
+    ASSERT_NO_FATAL_FAILURE(start_store());
+    for (const char* name : {"reduce", "rmsnorm"}) ASSERT_NE(add_target(name), nullptr);
   }
   std::unique_ptr<Dispatcher> dispatcher() { return test_dispatcher(ctx_, *store_); }
   // A worker that answers `limit` tasks, then sets `stop` and holds whatever else it receives:
@@ -63,12 +59,6 @@ class EngineResumeTest : public ::testing::Test {
     eo.toolchain = "kiln-test";
     return eo;
   }
-
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
 };
 
 TEST_F(EngineResumeTest, AnEngineRebuiltFromRedisHasTheSameStateAndFinishesTheRun) {

@@ -15,6 +15,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/run_observer.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
@@ -38,10 +39,10 @@ double landscape(const proto::EvaluateTask& t) {
   return (100 + 10 * (std::abs(a - 7) + std::abs(b - 6))) * (1 + size / 1e6);
 }
 
-class EngineSweepTest : public ::testing::Test {
+class EngineSweepTest : public EngineFixture {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
+    ASSERT_NO_FATAL_FAILURE(start_store());
     // reduce with a cpu template of 64 configurations (the synthetic evaluators compile nothing).
     const fs::path dir = fs::path(tmp_.path()) / "reduce";
     fs::copy(std::string(KILN_SOURCE_DIR) + "/targets/reduce", dir);
@@ -50,9 +51,7 @@ class EngineSweepTest : public ::testing::Test {
     spec["backends"]["cpu"]["template"]["params"] = {
         {"UNROLL", {4}}, {"A", {1, 2, 3, 4, 5, 6, 7, 8}}, {"B", {1, 2, 3, 4, 5, 6, 7, 8}}};
     std::ofstream(dir / "target.json") << spec.dump(2);
-    auto t = load_target(dir.string());
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    targets_.push_back(std::move(t).value());
+    ASSERT_NE(add_target(dir.string()), nullptr);
     auto sweep = parse_shape_sweep(
         R"({"reduce": [{"M": 64, "N": 256}, {"M": 1024, "N": 1024}, {"M": 4096, "N": 1024}]})",
         targets_);
@@ -92,11 +91,6 @@ class EngineSweepTest : public ::testing::Test {
   }
 
   testing::TempDir tmp_;
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
   ShapeSweep sweep_;
 };
 

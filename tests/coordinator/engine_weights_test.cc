@@ -11,6 +11,7 @@
 
 #include "coordinator/engine.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
@@ -19,20 +20,19 @@ namespace {
 
 using testing::SyntheticWorker;
 
-class EngineWeightsTest : public ::testing::Test {
+class EngineWeightsTest : public EngineFixture {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
+    ASSERT_NO_FATAL_FAILURE(start_store());
     for (const char* name : {"reduce", "rmsnorm"}) {
-      auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/" + name);
-      ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+      TargetSpec* t = add_target(name);
+      ASSERT_NE(t, nullptr);
       // The built-in cpu spaces hold 3-4 configurations; 200 keep both searches going for the
       // whole test (PAD is a parameter the cpu kernels ignore).
       KernelSpec& tmpl = *t->backends.at("cpu").tunable;
       tmpl.space = {{"UNROLL", {1, 2, 4, 8}}, {"PAD", {}}};
       for (int64_t p = 0; p < 50; ++p) tmpl.space["PAD"].push_back(p);
       tmpl.constraints.clear();
-      targets_.push_back(std::move(t).value());
     }
   }
 
@@ -60,12 +60,6 @@ class EngineWeightsTest : public ::testing::Test {
     EXPECT_TRUE(client_->command({"FLUSHALL"}).is_ok());  // the next engine starts a new run
     return sent;
   }
-
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
 };
 
 TEST_F(EngineWeightsTest, APlansWeightsSendMostEvaluationsToTheHeavierTarget) {

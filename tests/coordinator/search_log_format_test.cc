@@ -16,6 +16,7 @@
 #include "shared/redis_client.h"
 #include "shared/redis_keys.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
 
@@ -59,13 +60,11 @@ Names expected(const std::string& type, const std::string& kind, bool gpu) {
   return n;
 }
 
-class SearchLogFormatTest : public ::testing::TestWithParam<std::string> {
+class SearchLogFormatTest : public EngineFixtureT<::testing::TestWithParam<std::string>> {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
-    auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    targets_.push_back(std::move(t).value());
+    ASSERT_NO_FATAL_FAILURE(start_store());
+    ASSERT_NE(add_target("reduce"), nullptr);
   }
   std::map<std::string, std::string> hash(const std::string& key) {
     auto reply = client_->command({"HGETALL", key});
@@ -81,12 +80,6 @@ class SearchLogFormatTest : public ::testing::TestWithParam<std::string> {
     for (const auto& [k, v] : m) out.insert(k);
     return out;
   }
-
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
 };
 
 TEST_P(SearchLogFormatTest, EveryEntryAndRecordHasTheStoredFieldsInOrder) {

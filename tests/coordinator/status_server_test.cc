@@ -21,6 +21,7 @@
 #include "coordinator/engine.h"
 #include "coordinator/run_observer.h"
 #include "tests/coordinator/describe.h"
+#include "tests/coordinator/engine_fixture.h"
 #include "tests/support/http_client.h"
 #include "tests/support/synthetic_worker.h"
 #include "tests/support/test_env.h"
@@ -75,19 +76,12 @@ void abuse(uint16_t port, std::atomic<bool>& stop) {
   for (int fd : slow) close(fd);
 }
 
-class StatusServerTest : public ::testing::Test {
+class StatusServerTest : public EngineFixture {
  protected:
   void SetUp() override {
-    ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
-    auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm");
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    targets_.push_back(std::move(t).value());
+    ASSERT_NO_FATAL_FAILURE(start_store());
+    ASSERT_NE(add_target("rmsnorm"), nullptr);
   }
-  testing::RedisServer server_;
-  std::optional<redis::RedisClient> client_;
-  std::optional<redis::Store> store_;
-  zmq::context_t ctx_;
-  std::vector<TargetSpec> targets_;
 };
 
 TEST_F(StatusServerTest, MetricsAndStatusAreTheRunsAndSurviveAbusiveClients) {
