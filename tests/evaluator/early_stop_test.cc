@@ -3,35 +3,24 @@
 // outputs, and says so; one faster than the bar is timed in full.
 #include <gtest/gtest.h>
 
-#include "evaluator/evaluation.h"
-#include "evaluator/toolchain.h"
-#include "tests/support/test_env.h"
+#include "tests/evaluator/cpu_seed_fixture.h"
 
 namespace kiln::eval {
 namespace {
 
-class EarlyStopTest : public ::testing::Test {
+class EarlyStopTest : public CpuSeedFixture {
  protected:
   void SetUp() override {
-    auto t = load_target(KILN_SOURCE_DIR "/targets/rmsnorm");
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    target_ = std::move(t).value();
-    auto toolchain = Toolchain::create("cpu", dir_.path());
-    ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
-    toolchain_ = std::move(toolchain).value();
+    ASSERT_NO_FATAL_FAILURE(load("rmsnorm"));
     EvaluatorOptions options;
-    options.kiln_binary = testing::kiln_binary();
-    options.cache_dir = dir_.path();
     options.benchmark_override = Shape{{"M", 256}, {"N", 4096}};  // about a millisecond a launch
     options.min_samples = 20;
     options.max_timing_ms = 400;
-    auto e = CandidateEvaluator::create(target_, "cpu", toolchain_->compiler(), options);
-    ASSERT_TRUE(e.is_ok()) << e.status().to_string();
-    evaluator_ = std::move(e).value();
+    evaluator_ = make_evaluator(options);
+    ASSERT_NE(evaluator_, nullptr);
   }
   proto::EvaluationResult seed_with_bar(double early_stop_us) {
-    const KernelSpec& seed = target_.backend("cpu")->seed;
-    CandidateSpec c{"seed", seed.source, seed.kernel_name, seed.defines, &seed};
+    CandidateSpec c = cpu_seed();
     c.early_stop_us = early_stop_us;
     return evaluator_->evaluate(c, DType::kF32);
   }
@@ -42,9 +31,6 @@ class EarlyStopTest : public ::testing::Test {
     return nullptr;
   }
 
-  testing::TempDir dir_;
-  TargetSpec target_;
-  std::unique_ptr<Toolchain> toolchain_;
   std::unique_ptr<CandidateEvaluator> evaluator_;
 };
 

@@ -3,45 +3,27 @@
 // and refuses a shape that does not fit the target or the arena limit without blaming a worker.
 #include <gtest/gtest.h>
 
-#include "evaluator/evaluation.h"
-#include "evaluator/toolchain.h"
-#include "tests/support/test_env.h"
+#include "tests/evaluator/cpu_seed_fixture.h"
 
 namespace kiln::eval {
 namespace {
 
-class TimingShapeTest : public ::testing::Test {
+class TimingShapeTest : public CpuSeedFixture {
  protected:
-  void SetUp() override {
-    auto t = load_target(KILN_SOURCE_DIR "/targets/rmsnorm");
-    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
-    target_ = std::move(t).value();
-    auto toolchain = Toolchain::create("cpu", dir_.path());
-    ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
-    toolchain_ = std::move(toolchain).value();
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(load("rmsnorm")); }
   std::unique_ptr<CandidateEvaluator> evaluator(size_t max_arena = 0) {
     EvaluatorOptions options;
-    options.kiln_binary = testing::kiln_binary();
-    options.cache_dir = dir_.path();
     options.benchmark_override = Shape{{"M", 64}, {"N", 256}};  // a small arena to start with
     options.min_samples = 10;
     options.max_timing_ms = 200;
     options.max_arena_bytes = max_arena;
-    auto e = CandidateEvaluator::create(target_, "cpu", toolchain_->compiler(), options);
-    EXPECT_TRUE(e.is_ok()) << e.status().to_string();
-    return e.is_ok() ? std::move(e).value() : nullptr;
+    return make_evaluator(options);
   }
   proto::EvaluationResult seed_at(CandidateEvaluator& e, std::optional<Shape> shape) {
-    const KernelSpec& seed = target_.backend("cpu")->seed;
-    CandidateSpec c{"seed", seed.source, seed.kernel_name, seed.defines, &seed};
+    CandidateSpec c = cpu_seed();
     c.shape = std::move(shape);
     return e.evaluate(c, DType::kF32);
   }
-
-  testing::TempDir dir_;
-  TargetSpec target_;
-  std::unique_ptr<Toolchain> toolchain_;
 };
 
 TEST_F(TimingShapeTest, TimesAtTheTasksShapeAndEchoesIt) {
