@@ -199,10 +199,10 @@ Status write_export(const std::string& dir, const ExportCandidate& c, const std:
       entry["variant"] = variant;
       entry["shape"] = e.shape;
       entry["best_us"] = e.best_us;
-      entry["verified_here"] =
-          k < each.size() ? each[k] : verified_here.value("skipped", nlohmann::json());
-      if (!entry["verified_here"].is_object() && !entry["verified_here"].is_null())
-        entry["verified_here"] = {{"skipped", entry["verified_here"]}};
+      // Its own verification here, or the table's {"skipped": why}.
+      entry["verified_here"] = k < each.size()                     ? each[k]
+                               : verified_here.contains("skipped") ? verified_here
+                                                                   : nlohmann::json();
       table.push_back(std::move(entry));
     }
     record["entries"] = std::move(table);
