@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The step-12 sweep benchmark on a GPU machine, in two phases (each fits one 10-minute call):
-#   bench/sweep_benchmark.sh run KILN SWEEP_FILE TARGET BUDGET OUTDIR
+# The step-12 sweep benchmark on a GPU machine, in phases that each fit one 10-minute call:
+#   bench/sweep_benchmark.sh run KILN SWEEP_FILE TARGET BUDGET OUTDIR [kiln run options...]
 #       kiln run --targets TARGET --shapes SWEEP_FILE --budget BUDGET, then kiln export TARGET
 #       (the dispatch table, each entry verified here at its shape); OUTDIR/run, OUTDIR/export.
+#       With WALL=S in the environment the run gets SIGINT after S seconds: a run stopped that
+#       way keeps its Redis (OUTDIR/run/redis) and is not exported; `resume` continues it.
+#   bench/sweep_benchmark.sh resume KILN TARGET OUTDIR
+#       kiln run --resume --out OUTDIR/run (WALL as above), then the export once it finished.
 #   bench/sweep_benchmark.sh compare KILN TARGET RUN_FOLDER REF OUTDIR [pytorch args...]
 #       the best configuration at shape REF (or REF = params=A=1,B=2: that configuration) timed at
 #       every shape of the run (kiln eval --params
@@ -14,13 +18,27 @@ here=$(cd "$(dirname "$0")" && pwd)
 phase=${1:?usage: see the header}
 shift
 case "$phase" in
-  run)
-    kiln=$1 sweep=$2 target=$3 budget=$4 out=$5
-    mkdir -p "$out"
+  run | resume)
+    if [[ "$phase" == run ]]; then
+      kiln=$1 sweep=$2 target=$3 budget=$4 out=$5
+      shift 5
+      mkdir -p "$out"
+      args=(--targets "$target" --shapes "$sweep" --budget "$budget" "$@")
+    else
+      kiln=$1 target=$2 out=$3
+      args=(--resume)
+    fi
+    wall=()
+    [[ -n "${WALL:-}" ]] && wall=(timeout -s INT -k 60 "$WALL")
     start=$(date +%s)
-    "$kiln" run --targets "$target" --shapes "$sweep" --budget "$budget" --out "$out/run" \
-      --cache-dir "$out/cache" > "$out/run.stdout" 2> "$out/run.stderr"
-    echo "kiln run: rc=$?, $(( $(date +%s) - start )) s" | tee "$out/phases.txt"
+    "${wall[@]}" "$kiln" run "${args[@]}" --out "$out/run" --cache-dir "$out/cache" \
+      >> "$out/run.stdout" 2>> "$out/run.stderr"
+    echo "kiln $phase: rc=$?, $(( $(date +%s) - start )) s" | tee -a "$out/phases.txt"
+    state=$(python3 -c "import json; print(json.load(open('$out/run/run.json'))['state'])" 2> /dev/null)
+    if [[ "$state" != finished ]]; then
+      echo "run $state: resume with $0 resume $kiln $target $out" | tee -a "$out/phases.txt"
+      exit 0
+    fi
     start=$(date +%s)
     "$kiln" export "$target" --out "$out/run" --to "$out/export" > "$out/export.stdout" 2>&1
     echo "kiln export: rc=$?, $(( $(date +%s) - start )) s" | tee -a "$out/phases.txt"

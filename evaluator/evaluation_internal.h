@@ -385,13 +385,20 @@ class CandidateEvaluator::Impl {
 
   // The rows of the outputs' shared first dim that a sampled check of `shape` looks at: `count`
   // distinct rows drawn from the evaluator's seeds plus every row in `must_include` (the rows of
-  // the sites a launch changed), sorted; empty (check everything) when the reference cannot
-  // compute single rows, the outputs do not share their first dim, or there are few rows anyway.
+  // the sites a launch changed), sorted; every row when there are few anyway (through the row
+  // reference, which spreads them over threads, where the full one runs on one); empty (the full
+  // reference) when the reference cannot compute single rows or the outputs do not share their
+  // first dim.
   std::vector<int64_t> sampled_rows(const Shape& shape, size_t count,
                                     const std::vector<int64_t>& must_include) {
     if (!reference->has_rows()) return {};
     const int64_t n = row_count(shape);
-    if (n <= static_cast<int64_t>(count) * 2) return {};
+    if (n <= 0) return {};
+    if (n <= static_cast<int64_t>(count) * 2) {
+      std::vector<int64_t> all(static_cast<size_t>(n));
+      for (int64_t r = 0; r < n; ++r) all[static_cast<size_t>(r)] = r;
+      return all;
+    }
     std::set<int64_t> rows;
     for (int64_t r : must_include) {
       if (r >= 0 && r < n) rows.insert(r);
@@ -425,7 +432,9 @@ class CandidateEvaluator::Impl {
       std::string name = s.arg->name;
       std::string got_rows;
       std::vector<double> want_rows;
-      if (!expected.rows.empty()) {  // gather the sampled rows of both sides, then compare those
+      // Gather the sampled rows of both sides, then compare those (every row: compare as is).
+      if (!expected.rows.empty() &&
+          static_cast<int64_t>(expected.rows.size()) != row_count(expected.shape)) {
         const size_t per_row = s.count / static_cast<size_t>(row_count(expected.shape));
         const size_t bytes = per_row * dtype_bytes(s.dtype);
         for (int64_t r : expected.rows) {
