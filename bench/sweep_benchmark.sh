@@ -10,7 +10,8 @@
 #   bench/sweep_benchmark.sh compare KILN TARGET RUN_FOLDER REF OUTDIR [pytorch args...]
 #       the best configuration at shape REF (or REF = params=A=1,B=2: that configuration) timed at
 #       every shape of the run (kiln eval --params
-#       --shape: the single configuration for all shapes), PyTorch at every shape
+#       --shape: the single configuration for all shapes), right after the run's dispatch-table
+#       entry for that shape (RUN_FOLDER/../export/dispatch.json), PyTorch at every shape
 #       (bench/pytorch_baselines.py --shape; extra args go to it, e.g. --no-compile), then the
 #       table of bench/sweep_summary.py in OUTDIR/table.md and OUTDIR/summary.json.
 set -uo pipefail
@@ -57,20 +58,39 @@ case "$phase" in
     [[ -n "$params" ]] || { echo "no best at $ref in $run" >&2; exit 1; }
     echo "single configuration: $params" | tee "$out/phases.txt"
     shapes=$(python3 -c "import json; print(' '.join(json.load(open('$out/kiln.json'))['shapes']))")
+    # The dispatch table's own entry at each shape is timed right before the single
+    # configuration, so that both see the GPU in the same state (a GPU that has run the search for
+    # minutes runs its largest GEMMs at a lower clock than one that was idle).
+    table=$(dirname "$run")/export/dispatch.json
+    time_at() {  # time_at PARAMS SHAPE STEM -> the verified median in us, or null; STEM.json keeps
+      # the whole result (its timing has the SM clock and the throttled samples), STEM.stderr the log
+      "$kiln" eval "$target" --params "$1" --shape "$2" --json > "$3.json" 2> "$3.stderr"
+      python3 -c "import json,sys
+try:
+    r = json.load(open('$3.json')); print(r['timing']['median_us'] if r['outcome'] == 'verified' else 'null')
+except Exception:
+    print('null')"
+    }
     echo "{" > "$out/single.json"
+    echo "{" > "$out/table.json"
     sep=""
     for s in $shapes; do
-      us=$("$kiln" eval "$target" --params "$params" --shape "$s" --json 2> "$out/single-$s.stderr" |
-        python3 -c "import json,sys
-try:
-    r = json.load(sys.stdin); print(r['timing']['median_us'] if r['outcome'] == 'verified' else 'null')
-except Exception:
-    print('null')")
+      if [[ -f "$table" ]]; then
+        entry=$(python3 -c "import json
+for e in json.load(open('$table')):
+    if ','.join(f'{k}={v}' for k, v in sorted(e['shape'].items())) == '$s': print(','.join(f'{k}={v}' for k, v in sorted(e['params'].items()))); break")
+        us=null
+        [[ -n "$entry" ]] && us=$(time_at "$entry" "$s" "$out/table-$s")
+        echo "$sep\"$s\": $us" >> "$out/table.json"
+        echo "table $s: $us" | tee -a "$out/phases.txt"
+      fi
+      us=$(time_at "$params" "$s" "$out/single-$s")
       echo "$sep\"$s\": $us" >> "$out/single.json"
       sep=","
       echo "single $s: $us" | tee -a "$out/phases.txt"
     done
     echo "}" >> "$out/single.json"
+    echo "}" >> "$out/table.json"
     echo "{" > "$out/pytorch.json"
     sep=""
     for s in $shapes; do
@@ -85,7 +105,8 @@ print(json.dumps({k: v['timing']['median_us'] for k, v in j.items() if v.get('st
     done
     echo "}" >> "$out/pytorch.json"
     python3 "$here/sweep_summary.py" "$run" "$target" --ref "$ref" --single "$out/single.json" \
-      --pytorch "$out/pytorch.json" --json "$out/summary.json" --md "$out/table.md"
+      --table "$out/table.json" --pytorch "$out/pytorch.json" --json "$out/summary.json" \
+      --md "$out/table.md"
     ;;
   *) echo "unknown phase $phase (run or compare)" >&2; exit 2 ;;
 esac
