@@ -3,23 +3,17 @@
 // proposer (agent/llm/, docs/llm.md).
 #include "cli/agent_cmd.h"
 
-#include <signal.h>
-
-#include <atomic>
 #include <cstdio>
 #include <sstream>
 
 #include "agent/agent_daemon.h"
 #include "cli/curve_options.h"
+#include "cli/stop_signal.h"
 #include "shared/endpoint.h"
 #include "shared/fatal.h"
 
 namespace kiln::cli {
 namespace {
-
-std::atomic<bool> g_stop{false};  // reachable from the signal handler
-
-void on_signal(int) { g_stop.store(true); }
 
 int run_agent(agent::AgentOptions options, const std::string& backends,
               const WorkerCurveArgs& curve) {
@@ -49,12 +43,8 @@ int run_agent(agent::AgentOptions options, const std::string& backends,
     }
     options.backends.push_back(b);
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  Status s = agent::run_agent_daemon(options, g_stop);
+  StopOnSignal stop(StopOnSignal::Syscalls::kInterrupt);
+  Status s = agent::run_agent_daemon(options, StopOnSignal::flag());
   if (!s.is_ok()) {
     report_fatal("kiln agent: " + s.message());
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;

@@ -2,14 +2,13 @@
 // SIGTERM (finishing the evaluation in progress) or until the coordinator says bye.
 #include "cli/daemon_cmd.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 
-#include <atomic>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/curve_options.h"
+#include "cli/stop_signal.h"
 #include "evaluator/daemon.h"
 #include "evaluator/toolchain.h"
 #include "shared/endpoint.h"
@@ -17,11 +16,6 @@
 
 namespace kiln::cli {
 namespace {
-
-// Signal handlers can only reach static storage; this flag is the one place kiln needs it.
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) { g_stop.store(true); }
 
 int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
   // Before the ceilings are measured (seconds): a bad endpoint is a typo to fix now.
@@ -37,12 +31,8 @@ int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
   options.curve = std::move(keys).value();
   options.kiln_binary = std::filesystem::read_symlink("/proc/self/exe").string();
   if (options.cache_dir.empty()) options.cache_dir = eval::default_cache_dir();
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  Status s = eval::run_evaluator_daemon(options, g_stop);
+  StopOnSignal stop(StopOnSignal::Syscalls::kInterrupt);
+  Status s = eval::run_evaluator_daemon(options, StopOnSignal::flag());
   if (!s.is_ok()) {
     report_fatal("kiln evaluator: " + s.message());
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;

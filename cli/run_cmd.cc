@@ -16,14 +16,12 @@
 #include "cli/run_cmd.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -44,6 +42,7 @@
 #include "cli/run_outputs.h"
 #include "cli/run_support.h"
 #include "cli/status_table.h"
+#include "cli/stop_signal.h"
 #include "coordinator/engine.h"
 #include "coordinator/run_observer.h"
 #include "coordinator/status_server.h"
@@ -68,8 +67,6 @@ namespace kiln::cli {
 namespace {
 
 namespace fs = std::filesystem;
-std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop.store(true); }
 
 }  // namespace
 
@@ -478,14 +475,14 @@ int run_search(const RunArgs& args) {
   auto publish_http = [&] {
     if (!http) return;
     observer.observe(engine, **dispatcher, &store);
-    const bool over = engine.finished() || g_stop.load();
+    const bool over = engine.finished() || StopOnSignal::requested();
     http->publish(observer.status_json(), observer.metrics_text(), !over,
                   engine.finished() ? "the run is over" : "the coordinator is stopping");
   };
   publish_http();
 
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
+  std::optional<StopOnSignal> stop_on_signal;
+  stop_on_signal.emplace();
   const bool tty = isatty(STDERR_FILENO);
   // Not a terminal (a log file, a pipe): a line per target when something changes, not the whole
   // table every second.
@@ -497,20 +494,20 @@ int run_search(const RunArgs& args) {
       if (!s.is_ok()) spdlog::warn("writing the status of {}: {}", r.target, s.to_string());
     }
   };
-  Status ran = engine.run(g_stop, [&](const std::vector<coordinator::TargetReport>& reports) {
-    workers.supervise();  // a local worker that died is started again
-    publish(reports);
-    publish_http();
-    if (!tty) {
-      std::fputs(progress_lines.update(reports, ProgressLines::Clock::now()).c_str(), stderr);
-      return;
-    }
-    std::fprintf(stderr, "\033[H\033[2J");
-    print_status_table(reports, stderr);
-    std::fprintf(stderr, "\n");
-  });
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
+  Status ran =
+      engine.run(StopOnSignal::flag(), [&](const std::vector<coordinator::TargetReport>& reports) {
+        workers.supervise();  // a local worker that died is started again
+        publish(reports);
+        publish_http();
+        if (!tty) {
+          std::fputs(progress_lines.update(reports, ProgressLines::Clock::now()).c_str(), stderr);
+          return;
+        }
+        std::fprintf(stderr, "\033[H\033[2J");
+        print_status_table(reports, stderr);
+        std::fprintf(stderr, "\n");
+      });
+  stop_on_signal.reset();  // Ctrl-C during the shutdown below ends the process
   // Workers exit only when the run is over; a coordinator that stops short of that (a failure,
   // Ctrl-C, SIGTERM) tells them to wait for it to come back (`kiln coordinator --resume`).
   if (ran.is_ok() && engine.finished()) {
@@ -528,7 +525,7 @@ int run_search(const RunArgs& args) {
     std::fprintf(stderr, "%s: the search state is in Redis%s; once it is reachable again, continue with: %s\n", who,
                  a.redis.empty() ? (" (its AOF is in " + out + "/redis)").c_str() : "", resume_hint.c_str());
   }
-  if (g_stop.load()) {
+  if (StopOnSignal::requested()) {
     std::fprintf(stderr, "%s: interrupted; writing what was found (continue with: %s)\n", who, resume_hint.c_str());
   }
   if (total_budget.count() > 0 && engine.overrun_s() > 0.5) {

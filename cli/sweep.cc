@@ -1,52 +1,18 @@
 // The template sweep behind `kiln eval --sweep`.
 #include "cli/sweep.h"
 
-#include <signal.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <deque>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/stop_signal.h"
 #include "evaluator/compile_pool.h"
 #include "evaluator/result_json.h"
 
 namespace kiln::cli {
-namespace {
-
-std::atomic<bool> g_stop_requested{false};
-extern "C" void request_stop(int) { g_stop_requested.store(true); }
-
-// SIGINT and SIGTERM set a flag while it lives (the evaluation in progress finishes); the previous
-// handlers come back when it goes.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    g_stop_requested.store(false);
-    struct sigaction sa {};
-    sa.sa_handler = request_stop;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopOnSignal() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-  bool stopped() const { return g_stop_requested.load(); }
-
- private:
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
-
-}  // namespace
 
 std::vector<std::map<std::string, std::string>> template_configs(const KernelSpec& spec,
                                                                  const Shape& shape, DType dtype,
@@ -110,7 +76,7 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
   StopOnSignal stop_signal;
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::pair<std::map<std::string, std::string>, proto::EvaluationResult>> results;
-  for (size_t i = 0; i < configs.size() && !stop_signal.stopped(); ++i) {
+  for (size_t i = 0; i < configs.size() && !StopOnSignal::requested(); ++i) {
     prefetch_until(i + 1 + a.compile_threads);
     proto::EvaluationResult r = evaluator.evaluate(candidate(configs[i]), a.dtype);
     std::fprintf(progress, "  [%zu/%zu] %-28s %-14s", i + 1, configs.size(), format_params(configs[i]).c_str(),

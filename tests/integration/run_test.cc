@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "tests/support/test_env.h"
 
@@ -215,6 +215,41 @@ TEST(KilnRun, TakesTargetWeightsFromARecordedPlan) {
   for (const auto& t : summary) {
     EXPECT_NE(t["state"].get<std::string>().find("converged"), std::string::npos) << t.dump();
   }
+}
+
+// Ctrl-C (SIGINT) in the middle of a search: `kiln run` lets the evaluations in flight finish,
+// writes what was found, says how to continue, records the run as stopped and leaves no process
+// of its own behind (evaluators, private redis-server).
+TEST(KilnRun, SigintStopsTheSearchAndWritesWhatWasFound) {
+  testing::TempDir dir;
+  const std::string out = dir.path() + "/run";
+  const std::string script =
+      "set -u\n" + testing::kiln_binary() + " run --targets reduce --backend cpu --evaluators 1" +
+      " --budget 600s --patience 100000 --out " + out + " --cache-dir " + dir.path() +
+      "/cache --targets-dir " KILN_SOURCE_DIR "/targets > " + dir.path() +
+      "/run.log 2>&1 & pid=$!\n" + "for i in $(seq 1 1200); do grep -Eq ' [1-9][0-9]* evals' " +
+      dir.path() + "/run.log && break; sleep 0.1; done\n" +
+      "t0=$(date +%s); kill -INT $pid; wait $pid; echo rc=$?; echo took=$(( $(date +%s) - t0 ))\n" +
+      // Its evaluator (--cache-dir) and its redis-server (<out>/redis) by their command lines.
+      "sleep 1; echo left=$(pgrep -f -- '" + dir.path() + "/cache|" + out + "/redis' | wc -l)\n" +
+      "cat " + dir.path() + "/run.log\n";
+  std::string output;
+  testing::run_command("bash " + dir.write("run.sh", script), &output);
+  ASSERT_NE(output.find("rc=0"), std::string::npos) << output;
+  std::smatch took;
+  ASSERT_TRUE(std::regex_search(output, took, std::regex("took=([0-9]+)"))) << output;
+  EXPECT_LT(std::stoi(took[1]), 60) << output;
+  EXPECT_NE(output.find("left=0"), std::string::npos) << output;
+  EXPECT_NE(output.find("interrupted; writing what was found (continue with: "), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("--resume"), std::string::npos) << output;
+  EXPECT_EQ(read_json(out + "/run.json")["state"], "stopped") << output;
+  nlohmann::json summary = read_json(out + "/summary.json");
+  ASSERT_TRUE(summary.is_array() && summary.size() == 1) << output;
+  EXPECT_GE(summary[0]["evaluations"].get<int>(), 1) << summary.dump();
+  std::ifstream results(out + "/results.jsonl");
+  std::string first;
+  EXPECT_TRUE(std::getline(results, first) && !first.empty()) << output;
 }
 
 // A farm in miniature: the coordinator, and an evaluator and a proposal agent (`kiln agent
