@@ -120,12 +120,16 @@ Result<int> run_program(const std::vector<std::string>& command, const std::stri
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "CUDA_INJECTION64_PATH=", 22) == 0 ||
+        std::strncmp(*e, "NVTX_INJECTION64_PATH=", 22) == 0 ||
         std::strncmp(*e, "KILN_PROFILE_DIR=", 17) == 0) {
       continue;
     }
     env.emplace_back(*e);
   }
   env.push_back("CUDA_INJECTION64_PATH=" + inject);
+  // The same library takes NVTX's injection too and hands it to CUPTI, so that each kernel's
+  // line carries the NVTX range it was launched in (PyTorch's operator and input sizes).
+  env.push_back("NVTX_INJECTION64_PATH=" + inject);
   env.push_back("KILN_PROFILE_DIR=" + trace_dir);
   struct sigaction ignore{}, old_int{}, old_quit{};
   ignore.sa_handler = SIG_IGN;
@@ -181,7 +185,9 @@ int rank_traces(const ProfileArgs& a, const std::string& dir, bool ran_program) 
   std::vector<profile::KernelStat> stats = profile::aggregate_kernels(set->kernels);
   profile::Plan plan = profile::make_plan(stats, a.speedup, set->processes.size());
   plan.command = a.command;
+  const uint64_t with_range = profile::add_plan_shapes(set->kernels, &plan);
   std::fputs(profile::format_ranking(plan, a.top).c_str(), stdout);
+  std::fputs(profile::format_shapes(plan, with_range, set->kernels.size()).c_str(), stdout);
   if (!a.out.empty()) {
     if (Status s = profile::write_plan(plan, a.out); !s.is_ok()) return fail(s.message());
     std::printf("plan written to %s\n", a.out.c_str());

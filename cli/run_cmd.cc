@@ -36,6 +36,7 @@
 
 #include "cli/curve_options.h"
 #include "cli/local_workers.h"
+#include "cli/plan_sweep.h"
 #include "cli/redis_password.h"
 #include "cli/resume_command.h"
 #include "cli/run_args.h"
@@ -337,10 +338,12 @@ int run_search(const RunArgs& args) {
   eo.transfer = !a.no_transfer;
   eo.early_stop = !a.no_early_stop;
   if (!a.shapes.empty()) {
-    Result<coordinator::ShapeSweep> sweep = coordinator::load_shape_sweep(a.shapes, runnable);
+    std::string from_plan;
+    Result<coordinator::ShapeSweep> sweep = load_sweep_or_plan(a.shapes, runnable, &from_plan);
     if (!sweep.is_ok())
       return fail("--shapes: " + sweep.status().message() +
                   " (docs/run.md \"Shape sweeps\" shows the format)");
+    if (!from_plan.empty()) std::fprintf(stderr, "%s: %s\n", who, from_plan.c_str());
     eo.shapes = std::move(sweep).value();
   } else if (rec && !rec->shapes.empty()) {  // a resume sweeps the run's shapes
     Result<coordinator::ShapeSweep> sweep = coordinator::sweep_from_labels(rec->shapes, runnable);

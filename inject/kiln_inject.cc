@@ -8,7 +8,9 @@
 // with a "process" line and, when the process exits normally, ends with an "end" line (atexit +
 // a forced cuptiActivityFlushAll); evaluator/profile/trace.cc reads it (format in docs/profile.md).
 // Child processes inherit the environment, so every process of a program that forks and execs
-// writes its own file.
+// writes its own file. With NVTX_INJECTION64_PATH naming this library too, NVTX is handed to
+// CUPTI (InitializeInjectionNvtx2) and each kernel line carries the innermost NVTX range open on
+// the thread that launched it (PyTorch's operator and input sizes: evaluator/profile/op_shapes.h).
 //
 // Hazards:
 // - A process killed by SIGKILL (kiln's own sandbox children end that way) never runs atexit. To
@@ -23,7 +25,9 @@
 //   destroyed (static destructors run after atexit handlers and would race CUPTI's threads).
 #include <cupti.h>
 #include <cxxabi.h>
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <generated_nvtx_meta.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -34,16 +38,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace {
 
 constexpr int kTraceFormatVersion = 1;
 constexpr size_t kBufferBytes = 1 << 20;  // CUPTI fills it with ~4,000 kernel records
 constexpr auto kMinFlushInterval = std::chrono::milliseconds(2);
+// Launches whose NVTX range waits for their kernel record, newest kept. A kernel's record comes
+// within a buffer (~4,000 records) of its launch, so older entries are ids no record will claim:
+// a runtime launch is noted under both its runtime and its driver call's id.
+constexpr size_t kMaxPendingRanges = size_t{1} << 16;
 
 struct Injection {
   std::string dir;
@@ -58,6 +68,12 @@ struct Injection {
   uint64_t dropped = 0;
   std::unordered_map<std::string, std::string> demangled;  // mangled -> readable
 
+  // Launch correlation id -> the innermost NVTX range open on the launching thread, from the
+  // launch callback until the kernel's record is written.
+  std::mutex range_mutex;
+  std::unordered_map<uint32_t, std::string> range_of;
+  std::deque<uint32_t> range_order;  // ids in the order noted, for dropping the oldest
+
   std::mutex flush_mutex;
   std::condition_variable flush_cv;
   bool flush_wanted = false;
@@ -66,6 +82,9 @@ struct Injection {
 };
 
 Injection* g_state = nullptr;  // set once by InitializeInjection; see the hazards above
+
+// The NVTX ranges open on this thread, innermost last (NVTX push and pop callbacks).
+thread_local std::vector<std::string> t_ranges;
 
 void warn(const std::string& message) {
   std::fprintf(stderr, "kiln inject (pid %d): %s\n", static_cast<int>(getpid()), message.c_str());
@@ -168,12 +187,28 @@ void append_kernel(Injection& st, const CUpti_ActivityKernel10& k, std::string& 
     append_escaped(out, mangled);
     out += '"';
   }
-  out += ",\"start_ns\":" + u(k.start) + ",\"end_ns\":" + u(k.end) + ",\"device\":" +
-         u(k.deviceId) + ",\"context\":" + u(k.contextId) + ",\"stream\":" + u(k.streamId) +
-         ",\"correlation\":" + u(k.correlationId) + ",\"grid\":[" + i(k.gridX) + "," +
-         i(k.gridY) + "," + i(k.gridZ) + "],\"block\":[" + i(k.blockX) + "," + i(k.blockY) + "," +
-         i(k.blockZ) + "],\"registers\":" + u(k.registersPerThread) + ",\"shared_bytes\":" +
-         i(static_cast<int64_t>(k.staticSharedMemory) + k.dynamicSharedMemory) + "}\n";
+  out +=
+      ",\"start_ns\":" + u(k.start) + ",\"end_ns\":" + u(k.end) + ",\"device\":" + u(k.deviceId) +
+      ",\"context\":" + u(k.contextId) + ",\"stream\":" + u(k.streamId) +
+      ",\"correlation\":" + u(k.correlationId) + ",\"grid\":[" + i(k.gridX) + "," + i(k.gridY) +
+      "," + i(k.gridZ) + "],\"block\":[" + i(k.blockX) + "," + i(k.blockY) + "," + i(k.blockZ) +
+      "],\"registers\":" + u(k.registersPerThread) +
+      ",\"shared_bytes\":" + i(static_cast<int64_t>(k.staticSharedMemory) + k.dynamicSharedMemory);
+  std::string range;
+  {
+    std::lock_guard<std::mutex> lock(st.range_mutex);
+    auto it = st.range_of.find(k.correlationId);
+    if (it != st.range_of.end()) {
+      range = std::move(it->second);
+      st.range_of.erase(it);
+    }
+  }
+  if (!range.empty()) {
+    out += ",\"range\":\"";
+    append_escaped(out, range.c_str());
+    out += '"';
+  }
+  out += "}\n";
 }
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -228,12 +263,69 @@ void flusher_main(Injection* st) {
   }
 }
 
-// API callback at the exit of a synchronising call: ask the flusher for a flush. Only a lock and
-// a notify, so the program's thread is not held up.
-void CUPTIAPI on_sync(void* userdata, CUpti_CallbackDomain, CUpti_CallbackId, const void* cbdata) {
+// NVTX push and pop on the calling thread (CUpti_NvtxData; one callback per call). A range pushed
+// with a non-ASCII message is kept as "" so that pops stay paired.
+void on_nvtx(CUpti_CallbackId id, const void* cbdata) {
+  const auto* data = static_cast<const CUpti_NvtxData*>(cbdata);
+  if (id == CUPTI_CBID_NVTX_nvtxRangePushA) {
+    const auto* p = static_cast<const nvtxRangePushA_params*>(data->functionParams);
+    t_ranges.emplace_back(p != nullptr && p->message != nullptr ? p->message : "");
+  } else if (id == CUPTI_CBID_NVTX_nvtxRangePushEx) {
+    const auto* p = static_cast<const nvtxRangePushEx_params*>(data->functionParams);
+    const nvtxEventAttributes_t* a = p != nullptr ? p->eventAttrib : nullptr;
+    const bool ascii =
+        a != nullptr && a->messageType == NVTX_MESSAGE_TYPE_ASCII && a->message.ascii != nullptr;
+    t_ranges.emplace_back(ascii ? a->message.ascii : "");
+  } else if (id == CUPTI_CBID_NVTX_nvtxRangePop && !t_ranges.empty()) {
+    t_ranges.pop_back();
+  }
+}
+
+bool is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId id) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    return id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
+           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 ||
+           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 ||
+           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060 ||
+           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000 ||
+           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000;
+  }
+  return domain == CUPTI_CB_DOMAIN_DRIVER_API &&
+         (id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
+          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
+          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ||
+          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
+          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel ||
+          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz);
+}
+
+// The one CUPTI subscriber (a process may have only one): NVTX ranges; at a launch's entry, the
+// innermost open range under the launch's correlation id (the kernel record carries the id of the
+// API call that launched it, runtime or driver, so both are noted); at the exit of a
+// synchronising call, a flush request to the flusher (only a lock and a notify, so the program's
+// thread is not held up).
+void CUPTIAPI on_api(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId id,
+                     const void* cbdata) {
   auto* st = static_cast<Injection*>(userdata);
+  if (st->forked_child.load()) return;
+  if (domain == CUPTI_CB_DOMAIN_NVTX) {
+    on_nvtx(id, cbdata);
+    return;
+  }
   const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
-  if (data->callbackSite != CUPTI_API_EXIT || st->forked_child.load()) return;
+  if (is_launch(domain, id)) {
+    if (data->callbackSite != CUPTI_API_ENTER || t_ranges.empty() || t_ranges.back().empty())
+      return;
+    std::lock_guard<std::mutex> lock(st->range_mutex);
+    st->range_of[data->correlationId] = t_ranges.back();
+    st->range_order.push_back(data->correlationId);
+    while (st->range_order.size() > kMaxPendingRanges) {
+      st->range_of.erase(st->range_order.front());
+      st->range_order.pop_front();
+    }
+    return;
+  }
+  if (data->callbackSite != CUPTI_API_EXIT) return;
   {
     std::lock_guard<std::mutex> lock(st->flush_mutex);
     st->flush_wanted = true;
@@ -241,24 +333,46 @@ void CUPTIAPI on_sync(void* userdata, CUpti_CallbackDomain, CUpti_CallbackId, co
   st->flush_cv.notify_one();
 }
 
-void subscribe_sync_callbacks(Injection& st) {
+void subscribe_api_callbacks(Injection& st) {
   CUpti_SubscriberHandle subscriber{};
-  CUptiResult r = cuptiSubscribe(&subscriber, on_sync, &st);
+  CUptiResult r = cuptiSubscribe(&subscriber, on_api, &st);
   if (r != CUPTI_SUCCESS) {
-    warn("no flush at synchronisations (" + cupti_error(r) +
-         "); a process killed before it exits may lose its last kernels");
+    warn("no API callbacks (" + cupti_error(r) +
+         "): no flush at synchronisations (a process killed before it exits may lose its last "
+         "kernels) and no NVTX ranges");
     return;
   }
-  const CUpti_CallbackId driver_ids[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
-      CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,  CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2};
+  const CUpti_CallbackId driver_ids[] = {CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
+                                         CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
+                                         CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+                                         CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+                                         CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
+                                         CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
+                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
   const CUpti_CallbackId runtime_ids[] = {
       CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
       CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020};
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
   for (CUpti_CallbackId id : driver_ids) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
   for (CUpti_CallbackId id : runtime_ids) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+  // Delivered only where NVTX was handed to CUPTI (NVTX_INJECTION64_PATH:
+  // InitializeInjectionNvtx2).
+  for (CUpti_CallbackId id : {CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushEx,
+                              CUPTI_CBID_NVTX_nvtxRangePop}) {
+    cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_NVTX, id);
+  }
 }
 
 void on_fork_child() {
@@ -311,9 +425,32 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     write_locked(*st, line + "\"}\n");
     return 1;
   }
-  subscribe_sync_callbacks(*st);
+  subscribe_api_callbacks(*st);
   st->flusher = std::thread(flusher_main, st);
   pthread_atfork(nullptr, nullptr, on_fork_child);
   std::atexit(at_exit);
   return 1;
+}
+
+// The NVTX injection entry point (NVTX_INJECTION64_PATH names this library; `kiln profile` sets
+// it): NVTX calls it once, at a process's first NVTX call, to find who receives the calls. They
+// go to CUPTI (its own entry point, in the libcupti this library links), so that the NVTX
+// callbacks above see each push and pop. 0 (NVTX calls do nothing) when CUPTI's cannot be found.
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+    void* get_export_table) {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuptiSubscribe), &info) == 0 || info.dli_fname == nullptr) {
+    warn("NVTX: cannot find libcupti; no NVTX ranges in the trace");
+    return 0;
+  }
+  void* cupti = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  using Entry = int (*)(void*);
+  auto entry = cupti != nullptr ? reinterpret_cast<Entry>(dlsym(cupti, "InitializeInjectionNvtx2"))
+                                : nullptr;
+  if (entry == nullptr) {
+    warn(std::string("NVTX: ") + info.dli_fname +
+         " has no InitializeInjectionNvtx2; no NVTX ranges in the trace");
+    return 0;
+  }
+  return entry(get_export_table);
 }

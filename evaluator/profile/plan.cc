@@ -10,11 +10,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
+#include "evaluator/profile/op_shapes.h"
+#include "evaluator/profile/trace_targets.h"
 #include "shared/json_fields.h"
 
 namespace kiln::profile {
@@ -65,6 +68,30 @@ bool valid_target_name(const std::string& name) {
   return true;
 }
 
+// One entry of a target's "shapes": {"shape": {dim: size}, "calls": n, "total_ns": t}.
+Result<PlanShape> parse_shape(const json& j, const std::string& source, const std::string& path) {
+  JsonFields f(j, source, path);
+  KILN_RETURN_IF_ERROR(f.status());
+  PlanShape s;
+  const json* shape = f.raw("shape");
+  if (shape == nullptr) return f.field_error("shape", "missing (required)");
+  if (!shape->is_object() || shape->empty()) {
+    return f.field_error("shape", "expected an object of dim -> size");
+  }
+  for (auto it = shape->begin(); it != shape->end(); ++it) {
+    if (!it->is_number_integer() || it->get<int64_t>() <= 0 ||
+        it->get<int64_t>() >= (int64_t{1} << 31)) {
+      return f.field_error("shape",
+                           "size of '" + it.key() + "': expected a positive integer below 2^31");
+    }
+    s.shape[it.key()] = it->get<int64_t>();
+  }
+  KILN_RETURN_IF_ERROR(get_u64(f, "calls", &s.calls, false));
+  KILN_RETURN_IF_ERROR(get_u64(f, "total_ns", &s.total_ns, false));
+  KILN_RETURN_IF_ERROR(f.finish());
+  return s;
+}
+
 Result<PlanTarget> parse_target(const json& j, const std::string& source, const std::string& path) {
   JsonFields f(j, source, path);
   KILN_RETURN_IF_ERROR(f.status());
@@ -78,6 +105,23 @@ Result<PlanTarget> parse_target(const json& j, const std::string& source, const 
   KILN_RETURN_IF_ERROR(get_u64(f, "kernels", &t.kernels, false));
   KILN_RETURN_IF_ERROR(get_u64(f, "calls", &t.calls, false));
   KILN_RETURN_IF_ERROR(get_gain(f, "end_to_end_speedup", &t.end_to_end_speedup));
+  if (const json* shapes = f.raw("shapes"); shapes != nullptr) {
+    if (!shapes->is_array()) return f.field_error("shapes", "expected an array of objects");
+    std::set<std::string> seen;
+    for (size_t i = 0; i < shapes->size(); ++i) {
+      const std::string at = path + ".shapes[" + std::to_string(i) + "]";
+      KILN_ASSIGN_OR_RETURN(PlanShape s, parse_shape((*shapes)[i], source, at));
+      if (!seen.insert(shape_string(s.shape)).second) {
+        return invalid_argument(source + ": field '" + at + "': " + shape_string(s.shape) +
+                                " is listed twice");
+      }
+      if (s.total_ns > t.total_ns) {
+        return invalid_argument(source + ": field '" + at + ".total_ns': more than the target's " +
+                                std::to_string(t.total_ns));
+      }
+      t.shapes.push_back(std::move(s));
+    }
+  }
   KILN_RETURN_IF_ERROR(f.finish());
   return t;
 }
@@ -145,12 +189,47 @@ Plan make_plan(const std::vector<KernelStat>& stats, double speedup, uint64_t pr
   return plan;
 }
 
+uint64_t add_plan_shapes(const std::vector<KernelRecord>& kernels, Plan* plan) {
+  uint64_t with_range = 0;
+  std::map<std::string, std::map<std::string, PlanShape>> by_target;  // target -> label -> shape
+  for (const KernelRecord& k : kernels) {
+    if (k.range.empty()) continue;
+    ++with_range;
+    const std::string target = map_kernel_to_target(k.name);
+    if (target.empty()) continue;
+    std::optional<Shape> shape = shape_from_range(target, k.range);
+    if (!shape) continue;
+    PlanShape& s = by_target[target][shape_string(*shape)];
+    s.shape = *shape;
+    ++s.calls;
+    s.total_ns += k.duration_ns();
+  }
+  for (PlanTarget& t : plan->targets) {
+    auto it = by_target.find(t.target);
+    t.shapes.clear();
+    if (it == by_target.end()) continue;
+    for (auto& [label, s] : it->second) t.shapes.push_back(s);
+    std::stable_sort(t.shapes.begin(), t.shapes.end(), [](const PlanShape& a, const PlanShape& b) {
+      return a.total_ns > b.total_ns;
+    });
+  }
+  return with_range;
+}
+
 std::string plan_to_json(const Plan& plan) {
   json targets = json::array(), kernels = json::array();
   for (const PlanTarget& t : plan.targets) {
-    targets.push_back({{"target", t.target}, {"kernels", t.kernels}, {"calls", t.calls},
-                       {"total_ns", t.total_ns}, {"share", t.share},
-                       {"end_to_end_speedup", t.end_to_end_speedup}});
+    json tj = {{"target", t.target}, {"kernels", t.kernels},
+               {"calls", t.calls},   {"total_ns", t.total_ns},
+               {"share", t.share},   {"end_to_end_speedup", t.end_to_end_speedup}};
+    if (!t.shapes.empty()) {
+      json shapes = json::array();
+      for (const PlanShape& s : t.shapes) {
+        shapes.push_back({{"shape", s.shape}, {"calls", s.calls}, {"total_ns", s.total_ns}});
+      }
+      tj["shapes"] = shapes;
+    }
+    targets.push_back(tj);
   }
   for (const PlanKernel& k : plan.kernels) kernels.push_back(kernel_json(k));
   json j = {{"kiln_plan", Plan::kFormatVersion}, {"command", plan.command},

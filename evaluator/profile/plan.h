@@ -11,6 +11,7 @@
 
 #include "evaluator/profile/trace.h"
 #include "shared/status.h"
+#include "shared/target_spec.h"
 
 namespace kiln::profile {
 
@@ -29,6 +30,14 @@ struct PlanKernel {
   double end_to_end_speedup = 1;  // amdahl_speedup(share, Plan::speedup)
 };
 
+// A shape a target's kernels ran at in the program, recovered from their NVTX ranges
+// (op_shapes.h), with the calls and GPU time of that target's kernels at it.
+struct PlanShape {
+  Shape shape;
+  uint64_t calls = 0;
+  uint64_t total_ns = 0;
+};
+
 struct PlanTarget {
   std::string target;
   uint64_t kernels = 0;  // distinct kernel names mapped to it
@@ -36,6 +45,7 @@ struct PlanTarget {
   uint64_t total_ns = 0;
   double share = 0;
   double end_to_end_speedup = 1;
+  std::vector<PlanShape> shapes;  // most time first; empty when no range gave one
 };
 
 struct Plan {
@@ -52,6 +62,10 @@ struct Plan {
 
 // Builds a plan from aggregated kernels (aggregate_kernels's order is kept). `speedup` > 0.
 Plan make_plan(const std::vector<KernelStat>& stats, double speedup, uint64_t processes);
+
+// Fills each plan target's `shapes` from the kernels' NVTX ranges (shape_from_range for the
+// kernel's own target); returns how many kernel records had a range at all.
+uint64_t add_plan_shapes(const std::vector<KernelRecord>& kernels, Plan* plan);
 
 // plan.json text (pretty-printed JSON object).
 std::string plan_to_json(const Plan& plan);

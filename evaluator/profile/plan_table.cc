@@ -88,4 +88,36 @@ std::string format_ranking(const Plan& plan, size_t top) {
   return out;
 }
 
+std::string format_shapes(const Plan& plan, uint64_t with_range, uint64_t kernels) {
+  if (with_range == 0) {
+    return "shapes: no kernel ran inside an NVTX range; for PyTorch, run the step under "
+           "torch.autograd.profiler.emit_nvtx(record_shapes=True) to record its operators' "
+           "shapes\n";
+  }
+  constexpr size_t kShown = 8;
+  std::string out = format(
+      "\nshapes recovered from NVTX ranges (%llu of %llu kernel launches "
+      "ran inside one):\n",
+      static_cast<unsigned long long>(with_range), static_cast<unsigned long long>(kernels));
+  bool any = false;
+  for (const PlanTarget& t : plan.targets) {
+    if (t.shapes.empty()) continue;
+    any = true;
+    for (size_t i = 0; i < t.shapes.size() && i < kShown; ++i) {
+      const PlanShape& s = t.shapes[i];
+      out += format("  %-16s %-28s %8llu calls %11.3f ms\n", i == 0 ? t.target.c_str() : "",
+                    shape_string(s.shape).c_str(), static_cast<unsigned long long>(s.calls),
+                    ms(s.total_ns));
+    }
+    if (t.shapes.size() > kShown) {
+      out += format("  %-16s ... and %zu more (all in the plan)\n", "", t.shapes.size() - kShown);
+    }
+  }
+  if (!any)
+    out += "  none: no range named an operator kiln recovers shapes from (docs/profile.md)\n";
+  else
+    out += "sweep them: kiln run --shapes PLAN.json (the plan as a sweep file)\n";
+  return out;
+}
+
 }  // namespace kiln::profile

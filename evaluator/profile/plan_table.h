@@ -16,4 +16,8 @@ std::string short_kernel_name(const std::string& name, size_t width);
 // plan.speedup), then one line per target type and one for the unmapped kernels, then the totals.
 std::string format_ranking(const Plan& plan, size_t top);
 
+// The shapes recovered from NVTX ranges, per target (up to 8 each, most time first), or the one
+// line that says why there are none: `with_range` of `kernels` records had a range.
+std::string format_shapes(const Plan& plan, uint64_t with_range, uint64_t kernels);
+
 }  // namespace kiln::profile

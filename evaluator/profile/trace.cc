@@ -58,14 +58,13 @@ std::string get_dim3(const json& j, const char* key, int64_t out[3]) {
 std::string parse_kernel(const json& j, KernelRecord* k) {
   std::string why;
   uint64_t device = 0, stream = 0;
-  for (std::string w : {get_string(j, "name", true, &k->name),
-                        get_string(j, "mangled", false, &k->mangled),
-                        get_uint(j, "start_ns", true, &k->start_ns),
-                        get_uint(j, "end_ns", true, &k->end_ns),
-                        get_uint(j, "device", false, &device),
-                        get_uint(j, "stream", false, &stream),
-                        get_uint(j, "correlation", false, &k->correlation),
-                        get_dim3(j, "grid", k->grid), get_dim3(j, "block", k->block)}) {
+  for (std::string w :
+       {get_string(j, "name", true, &k->name), get_string(j, "mangled", false, &k->mangled),
+        get_uint(j, "start_ns", true, &k->start_ns), get_uint(j, "end_ns", true, &k->end_ns),
+        get_uint(j, "device", false, &device), get_uint(j, "stream", false, &stream),
+        get_uint(j, "correlation", false, &k->correlation),
+        get_string(j, "range", false, &k->range), get_dim3(j, "grid", k->grid),
+        get_dim3(j, "block", k->block)}) {
     if (!w.empty()) return w;
   }
   if (k->name.empty()) return "field 'name': empty";

@@ -21,6 +21,9 @@ struct KernelRecord {
   uint32_t device = 0;
   uint32_t stream = 0;
   uint64_t correlation = 0;
+  // The innermost NVTX range open on the launching thread when it was launched ("" when none):
+  // PyTorch's operator and input sizes under emit_nvtx(record_shapes=True) (op_shapes.h).
+  std::string range;
   int64_t grid[3] = {0, 0, 0};
   int64_t block[3] = {0, 0, 0};
   uint64_t duration_ns() const { return end_ns - start_ns; }

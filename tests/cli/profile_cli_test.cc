@@ -5,7 +5,9 @@
 
 #include <filesystem>
 
+#include "cli/plan_sweep.h"
 #include "evaluator/profile/plan.h"
+#include "shared/target_spec.h"
 #include "tests/support/cheat_cases.h"
 #include "tests/support/test_env.h"
 
@@ -46,6 +48,63 @@ TEST(ProfileCli, FromTracesPrintsTheRankingAndWritesThePlan) {
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   EXPECT_EQ(p->total_gpu_ns, 40000u);
   EXPECT_TRUE(p->command.empty());
+}
+
+// A PyTorch step profiled under emit_nvtx(record_shapes=True) (tests/data/profile_trace/nvtx): the
+// ranking says which shapes each target ran at, the plan holds them, and `kiln run --shapes` takes
+// the plan as its sweep (only the run's targets; a plan with none of their shapes is refused with
+// what to do).
+TEST(ProfileCli, ShapesFromNvtxRangesGoIntoThePlanAndARunsSweep) {
+  testing::TempDir dir;
+  const std::string plan = dir.file("plan.json");
+  std::string out;
+  ASSERT_EQ(run_command(kiln_binary() + " profile --from-traces " + testing::source_root() +
+                            "/tests/data/profile_trace/nvtx --out " + plan + " 2>&1",
+                        &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("shapes recovered from NVTX ranges (6 of 7 kernel launches"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("K=14336,M=512,N=4096"), std::string::npos) << out;
+  EXPECT_NE(out.find("kiln run --shapes"), std::string::npos) << out;
+
+  Result<std::vector<TargetSpec>> targets = load_targets(KILN_SOURCE_DIR "/targets");
+  ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
+  std::vector<TargetSpec> run;
+  for (const TargetSpec& t : *targets) {
+    if (t.name == "matmul" || t.name == "softmax") run.push_back(t);
+  }
+  std::string note;
+  Result<coordinator::ShapeSweep> sweep = cli::load_sweep_or_plan(plan, run, &note);
+  ASSERT_TRUE(sweep.is_ok()) << sweep.status().to_string();
+  ASSERT_EQ(sweep->size(), 1u);  // rmsnorm is not in this run; softmax has no shapes
+  const std::vector<Shape>& mm = sweep->at("matmul");
+  ASSERT_EQ(mm.size(), 2u);
+  EXPECT_EQ(mm[0], (Shape{{"M", 512}, {"N", 4096}, {"K", 14336}}));
+  EXPECT_NE(note.find("matmul at 2 shape(s)"), std::string::npos) << note;
+
+  // A sweep file still reads as one.
+  const std::string file = dir.write("sweep.json", R"({"matmul": [{"M": 64, "N": 64, "K": 64}]})");
+  sweep = cli::load_sweep_or_plan(file, run, &note);
+  ASSERT_TRUE(sweep.is_ok()) << sweep.status().to_string();
+  EXPECT_EQ(sweep->at("matmul").size(), 1u);
+
+  // The step trace has no ranges: its plan names no shapes, and a run refuses it saying why.
+  const std::string bare = dir.file("bare.json");
+  ASSERT_EQ(run_command(
+                kiln_binary() + " profile --from-traces " + step_dir() + " --out " + bare + " 2>&1",
+                &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("emit_nvtx(record_shapes=True)"), std::string::npos) << out;
+  ASSERT_NE(
+      run_command(kiln_binary() + " run --backend cpu --targets reduce,softmax --budget 5s --out " +
+                      dir.file("run") + " --shapes " + bare + " 2>&1",
+                  &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("the plan holds no shapes for this run's targets"), std::string::npos) << out;
 }
 
 TEST(ProfileCli, SpeedupChangesTheGains) {

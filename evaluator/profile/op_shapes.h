@@ -1,0 +1,37 @@
+// Shapes of a real program's kernels, recovered from the NVTX range their launch ran in
+// (`kiln profile` records the innermost range of every launch). PyTorch names its ranges after
+// the operator and, under `torch.autograd.profiler.emit_nvtx(record_shapes=True)`, its inputs'
+// sizes: "aten::addmm, seq = 12, op_id = 40, sizes = [[6144], [128, 4096], [4096, 6144]], ...".
+// The rules below turn the operators kiln has targets for into that target's dims; anything else
+// (another operator, a range without sizes, a malformed text) recovers nothing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shared/target_spec.h"
+
+namespace kiln::profile {
+
+// A range text taken apart: the operator ("aten::mm": the text before the first comma) and the
+// list after "sizes = " (one list of sizes per input; [] for a non-tensor input). nullopt when the
+// text has no sizes list or the list does not parse.
+struct RangeOp {
+  std::string op;
+  std::vector<std::vector<int64_t>> sizes;
+};
+std::optional<RangeOp> parse_range_op(std::string_view text);
+
+// The shape of `target` that a kernel launched in the range `text` ran at, when the range's
+// operator is one that target computes and its sizes fit the operator:
+//   matmul            aten::mm [[M, K], [K, N]], aten::addmm [bias, [M, K], [K, N]]
+//   rmsnorm           aten::rms_norm, aten::_fused_rms_norm: input [..., N] -> M = the product of
+//   the layernorm         aten::layer_norm, aten::native_layer_norm    leading sizes softmax
+//   aten::softmax, aten::_softmax
+// The dims are named as the built-in targets name them (matmul M, N, K; the others M, N).
+std::optional<Shape> shape_from_range(std::string_view target, std::string_view text);
+
+}  // namespace kiln::profile

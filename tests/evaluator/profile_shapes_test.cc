@@ -1,0 +1,146 @@
+// Shapes of a profiled program's kernels from the NVTX ranges they were launched in
+// (evaluator/profile/op_shapes.h), into the plan (add_plan_shapes) and back out of plan.json, on
+// the hand-written trace tests/data/profile_trace/nvtx (its notes.txt works out the numbers).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "evaluator/profile/op_shapes.h"
+#include "evaluator/profile/plan.h"
+#include "evaluator/profile/plan_table.h"
+#include "evaluator/profile/trace.h"
+#include "tests/support/cheat_cases.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::profile {
+namespace {
+
+TEST(ProfileShapes, ParsesPyTorchRangeTexts) {
+  auto r = parse_range_op(
+      "aten::addmm, seq = 3, op_id = 7, sizes = [[6144], [128, 4096], [4096, 6144]], "
+      "input_op_ids = [(5, 0)]");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->op, "aten::addmm");
+  ASSERT_EQ(r->sizes.size(), 3u);
+  EXPECT_EQ(r->sizes[0], (std::vector<int64_t>{6144}));
+  EXPECT_EQ(r->sizes[2], (std::vector<int64_t>{4096, 6144}));
+  // Non-tensor inputs are [] and keep their place.
+  r = parse_range_op("aten::_fused_rms_norm, seq = 1, sizes = [[2, 64, 4096], [4096], [], []]");
+  ASSERT_TRUE(r.has_value());
+  ASSERT_EQ(r->sizes.size(), 4u);
+  EXPECT_TRUE(r->sizes[3].empty());
+  // No sizes, torn or malformed lists: nothing.
+  for (const char* bad : {"aten::linear, op_id = 30", "aten::mm, sizes = [[128, 4096], [4096",
+                          "aten::mm, sizes = [[128, -1]]", "aten::mm, sizes = [[128 4096]]",
+                          "aten::mm, sizes = [[99999999999999999999]]", "", "sizes = "}) {
+    EXPECT_FALSE(parse_range_op(bad).has_value()) << bad;
+  }
+}
+
+TEST(ProfileShapes, MapsTheOperatorsOfEachTargetToItsDims) {
+  using S = Shape;
+  EXPECT_EQ(shape_from_range("matmul", "aten::mm, seq = 1, sizes = [[128, 4096], [4096, 6144]]"),
+            (S{{"M", 128}, {"N", 6144}, {"K", 4096}}));
+  EXPECT_EQ(shape_from_range("matmul", "aten::addmm, sizes = [[6144], [128, 4096], [4096, 6144]]"),
+            (S{{"M", 128}, {"N", 6144}, {"K", 4096}}));
+  EXPECT_EQ(shape_from_range("rmsnorm", "aten::rms_norm, sizes = [[2, 64, 4096], [4096], []]"),
+            (S{{"M", 128}, {"N", 4096}}));
+  EXPECT_EQ(shape_from_range("layernorm", "aten::native_layer_norm, sizes = [[8, 1024], [1024]]"),
+            (S{{"M", 8}, {"N", 1024}}));
+  EXPECT_EQ(shape_from_range("softmax", "aten::_softmax, sizes = [[4, 32, 2048], [], []]"),
+            (S{{"M", 128}, {"N", 2048}}));
+  EXPECT_EQ(shape_from_range("rmsnorm", "aten::rms_norm, sizes = [[4096], [4096], []]"),
+            (S{{"M", 1}, {"N", 4096}}));
+  // Inner dims that disagree, batched GEMMs, another target's operator, sizes past 2^31: nothing.
+  for (auto [target, text] : std::vector<std::pair<const char*, const char*>>{
+           {"matmul", "aten::mm, sizes = [[128, 4096], [2048, 6144]]"},
+           {"matmul", "aten::bmm, sizes = [[8, 128, 64], [8, 64, 128]]"},
+           {"matmul", "aten::rms_norm, sizes = [[128, 4096], [4096], []]"},
+           {"softmax", "aten::addmm, sizes = [[6144], [128, 4096], [4096, 6144]]"},
+           {"rmsnorm", "aten::rms_norm, sizes = [[65536, 65536, 4096], [4096], []]"},
+           {"rmsnorm", "aten::rms_norm, sizes = [[], [4096], []]"},
+           {"flash_attention",
+            "aten::_scaled_dot_product_flash_attention, sizes = [[1, 32, 2048, 128]]"}}) {
+    EXPECT_FALSE(shape_from_range(target, text).has_value()) << target << ": " << text;
+  }
+}
+
+Plan nvtx_plan(uint64_t* with_range) {
+  Result<TraceSet> set = read_trace_dir(testing::source_root() + "/tests/data/profile_trace/nvtx");
+  EXPECT_TRUE(set.is_ok()) << set.status().to_string();
+  if (!set.is_ok()) return {};
+  EXPECT_TRUE(set->warnings.empty()) << set->warnings.front();
+  Plan plan = make_plan(aggregate_kernels(set->kernels), 2.0, set->processes.size());
+  *with_range = add_plan_shapes(set->kernels, &plan);
+  return plan;
+}
+
+const PlanTarget* target_of(const Plan& plan, const std::string& name) {
+  for (const PlanTarget& t : plan.targets) {
+    if (t.target == name) return &t;
+  }
+  return nullptr;
+}
+
+TEST(ProfileShapes, ThePlanHoldsEachTargetsShapesWithTheirCallsAndTime) {
+  uint64_t with_range = 0;
+  Plan plan = nvtx_plan(&with_range);
+  EXPECT_EQ(with_range, 6u);
+  const PlanTarget* mm = target_of(plan, "matmul");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->total_ns, 18000u);
+  ASSERT_EQ(mm->shapes.size(), 2u);  // most time first
+  EXPECT_EQ(mm->shapes[0].shape, (Shape{{"M", 512}, {"N", 4096}, {"K", 14336}}));
+  EXPECT_EQ(mm->shapes[0].calls, 1u);
+  EXPECT_EQ(mm->shapes[0].total_ns, 10000u);
+  EXPECT_EQ(mm->shapes[1].shape, (Shape{{"M", 128}, {"N", 6144}, {"K", 4096}}));
+  EXPECT_EQ(mm->shapes[1].calls, 2u);
+  EXPECT_EQ(mm->shapes[1].total_ns, 6000u);
+  const PlanTarget* rms = target_of(plan, "rmsnorm");
+  ASSERT_NE(rms, nullptr);
+  ASSERT_EQ(rms->shapes.size(), 1u);
+  EXPECT_EQ(rms->shapes[0].shape, (Shape{{"M", 128}, {"N", 4096}}));
+
+  const std::string text = format_shapes(plan, with_range, 7);
+  EXPECT_NE(text.find("6 of 7 kernel launches"), std::string::npos) << text;
+  EXPECT_NE(text.find("K=14336,M=512,N=4096"), std::string::npos) << text;
+  EXPECT_NE(format_shapes(Plan{}, 0, 7).find("emit_nvtx(record_shapes=True)"), std::string::npos);
+
+  // Through plan.json and back.
+  Result<Plan> back = parse_plan(plan_to_json(plan), "plan.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  const PlanTarget* mm2 = target_of(*back, "matmul");
+  ASSERT_NE(mm2, nullptr);
+  ASSERT_EQ(mm2->shapes.size(), 2u);
+  EXPECT_EQ(mm2->shapes[1].shape, mm->shapes[1].shape);
+  EXPECT_EQ(mm2->shapes[1].calls, 2u);
+  EXPECT_EQ(mm2->shapes[1].total_ns, 6000u);
+}
+
+TEST(ProfileShapes, APlansShapesAreReadStrictly) {
+  uint64_t with_range = 0;
+  nlohmann::json j = nlohmann::json::parse(plan_to_json(nvtx_plan(&with_range)));
+  size_t mm = 0;
+  while (j["targets"][mm]["target"] != "matmul") ++mm;
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& why) {
+    nlohmann::json bad = j;
+    edit(bad["targets"][mm]);
+    Result<Plan> p = parse_plan(bad.dump(), "plan.json");
+    ASSERT_FALSE(p.is_ok()) << why;
+    EXPECT_NE(p.status().message().find(why), std::string::npos) << p.status().message();
+  };
+  refused([](nlohmann::json& t) { t["shapes"] = 3; },
+          "field 'targets[0].shapes': expected an array");
+  refused([](nlohmann::json& t) { t["shapes"][0]["shape"]["M"] = 0; },
+          "expected a positive integer");
+  refused([](nlohmann::json& t) { t["shapes"][0]["shape"] = nlohmann::json::object(); },
+          "expected an object of dim -> size");
+  refused([](nlohmann::json& t) { t["shapes"][1] = t["shapes"][0]; }, "is listed twice");
+  refused([](nlohmann::json& t) { t["shapes"][0]["total_ns"] = 1u << 30; },
+          "more than the target's");
+  refused([](nlohmann::json& t) { t["shapes"][0]["rows"] = 1; }, "rows");
+}
+
+}  // namespace
+}  // namespace kiln::profile
