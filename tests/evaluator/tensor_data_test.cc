@@ -339,6 +339,29 @@ TEST(TensorDataCompare, AcceptsTheLargestFiniteValueWhereTheReferenceRoundsToInf
   }
 }
 
+// The mirror case: the exact value (-65519.98) rounds to the largest finite f16, but a kernel's own
+// f32 sum can land past the boundary and store -inf (the matmul seed did, on the H100, at its
+// mixed_scale adversarial case). -inf is right when a value within the tolerance of the exact one
+// rounds to -inf; not +inf, not far from the boundary, not under a tolerance too tight to reach it.
+TEST(TensorDataCompare, AcceptsInfinityWhereTheToleranceReachesTheOverflowBoundary) {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::string bytes(2, '\0');
+  struct Case {
+    double ref, got;
+    Tolerance tol;
+    bool passes;
+  };
+  const Tolerance f16{4e-3, 1e-3, 0};
+  for (const Case& c : {Case{-65519.98, -inf, f16, true}, Case{65519.98, inf, f16, true},
+                        Case{-65519.98, inf, f16, false}, Case{-60000.0, -inf, f16, false},
+                        Case{-65519.98, -inf, Tolerance{0, 1e-3, 0}, false},
+                        Case{-65519.98, -65504.0, f16, true}}) {
+    encode(DType::kF16, &c.got, 1, bytes.data());
+    const CompareResult r = compare(DType::kF16, bytes.data(), &c.ref, 1, c.tol, 0xFF, "C");
+    EXPECT_EQ(r.passed, c.passes) << c.ref << " vs " << c.got << ": " << r.detail;
+  }
+}
+
 TEST(TensorDataCompare, DetailNamesTheFirstBadIndexGotExpectedAndTolerance) {
   const size_t n = 3'000'000;  // parallel path; the first bad index must still
                                // be the smallest
