@@ -18,8 +18,11 @@ Result<coordinator::ShapeSweep> load_sweep_or_plan(const std::string& path,
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
-  if (!j.is_object() || !j.contains("kiln_plan"))
-    return coordinator::load_shape_sweep(path, targets);
+  if (!j.is_object() || !j.contains("kiln_plan")) {  // a sweep file, as load_shape_sweep reads it
+    Result<coordinator::ShapeSweep> sweep = coordinator::parse_shape_sweep(text.str(), targets);
+    if (!sweep.is_ok()) return sweep.status().with_context(path);
+    return sweep;
+  }
 
   KILN_ASSIGN_OR_RETURN(profile::Plan plan, profile::parse_plan(text.str(), path));
   nlohmann::json sweep = nlohmann::json::object();

@@ -31,6 +31,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -39,6 +40,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -281,22 +283,38 @@ void on_nvtx(CUpti_CallbackId id, const void* cbdata) {
   }
 }
 
+// The API calls that launch kernels, and those that synchronise (after which completed buffers
+// are flushed), per domain: the subscriber enables these and tells them apart.
+constexpr CUpti_CallbackId kRuntimeLaunches[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
+constexpr CUpti_CallbackId kDriverLaunches[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
+constexpr CUpti_CallbackId kRuntimeSyncs[] = {CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+                                              CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+                                              CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+                                              CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020};
+constexpr CUpti_CallbackId kDriverSyncs[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,  CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2};
+
 bool is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId id) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
-    return id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000 ||
-           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000 ||
-           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 ||
-           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060 ||
-           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000 ||
-           id == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000;
-  }
-  return domain == CUPTI_CB_DOMAIN_DRIVER_API &&
-         (id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
-          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
-          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ||
-          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz ||
-          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel ||
-          id == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz);
+  auto in = [id](const auto& ids) {
+    return std::find(std::begin(ids), std::end(ids), id) != std::end(ids);
+  };
+  return domain == CUPTI_CB_DOMAIN_RUNTIME_API
+             ? in(kRuntimeLaunches)
+             : domain == CUPTI_CB_DOMAIN_DRIVER_API && in(kDriverLaunches);
 }
 
 // The one CUPTI subscriber (a process may have only one): NVTX ranges; at a launch's entry, the
@@ -342,31 +360,13 @@ void subscribe_api_callbacks(Injection& st) {
          "kernels) and no NVTX ranges");
     return;
   }
-  const CUpti_CallbackId driver_ids[] = {CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,
-                                         CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2,
-                                         CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
-                                         CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
-                                         CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,
-                                         CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2,
-                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-                                         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz};
-  const CUpti_CallbackId runtime_ids[] = {
-      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000};
-  for (CUpti_CallbackId id : driver_ids) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id);
-  for (CUpti_CallbackId id : runtime_ids) cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, id);
+  auto enable = [&](CUpti_CallbackDomain domain, const auto& ids) {
+    for (CUpti_CallbackId id : ids) cuptiEnableCallback(1, subscriber, domain, id);
+  };
+  enable(CUPTI_CB_DOMAIN_DRIVER_API, kDriverSyncs);
+  enable(CUPTI_CB_DOMAIN_DRIVER_API, kDriverLaunches);
+  enable(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeSyncs);
+  enable(CUPTI_CB_DOMAIN_RUNTIME_API, kRuntimeLaunches);
   // Delivered only where NVTX was handed to CUPTI (NVTX_INJECTION64_PATH:
   // InitializeInjectionNvtx2).
   for (CUpti_CallbackId id : {CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushEx,

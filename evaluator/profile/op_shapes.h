@@ -26,12 +26,11 @@ struct RangeOp {
 std::optional<RangeOp> parse_range_op(std::string_view text);
 
 // The shape of `target` that a kernel launched in the range `text` ran at, when the range's
-// operator is one that target computes and its sizes fit the operator:
-//   matmul            aten::mm [[M, K], [K, N]], aten::addmm [bias, [M, K], [K, N]]
-//   rmsnorm           aten::rms_norm, aten::_fused_rms_norm: input [..., N] -> M = the product of
-//   the layernorm         aten::layer_norm, aten::native_layer_norm    leading sizes softmax
-//   aten::softmax, aten::_softmax
-// The dims are named as the built-in targets name them (matmul M, N, K; the others M, N).
+// operator is one that target computes and its sizes fit the operator. matmul: aten::mm
+// [[M, K], [K, N]] and aten::addmm [bias, [M, K], [K, N]]. rmsnorm (aten::rms_norm,
+// aten::_fused_rms_norm), layernorm (aten::layer_norm, aten::native_layer_norm) and softmax
+// (aten::softmax, aten::_softmax): input [..., N], M the product of the leading sizes. The dims
+// are named as the built-in targets name them (matmul M, N, K; the others M, N).
 std::optional<Shape> shape_from_range(std::string_view target, std::string_view text);
 
 }  // namespace kiln::profile

@@ -10,6 +10,7 @@
 #include "evaluator/profile/plan.h"
 #include "evaluator/profile/plan_table.h"
 #include "evaluator/profile/trace.h"
+#include "tests/evaluator/plan_lookup.h"
 #include "tests/support/cheat_cases.h"
 #include "tests/support/test_env.h"
 
@@ -76,18 +77,11 @@ Plan nvtx_plan(uint64_t* with_range) {
   return plan;
 }
 
-const PlanTarget* target_of(const Plan& plan, const std::string& name) {
-  for (const PlanTarget& t : plan.targets) {
-    if (t.target == name) return &t;
-  }
-  return nullptr;
-}
-
 TEST(ProfileShapes, ThePlanHoldsEachTargetsShapesWithTheirCallsAndTime) {
   uint64_t with_range = 0;
   Plan plan = nvtx_plan(&with_range);
   EXPECT_EQ(with_range, 6u);
-  const PlanTarget* mm = target_of(plan, "matmul");
+  const PlanTarget* mm = find_target(plan, "matmul");
   ASSERT_NE(mm, nullptr);
   EXPECT_EQ(mm->total_ns, 18000u);
   ASSERT_EQ(mm->shapes.size(), 2u);  // most time first
@@ -97,7 +91,7 @@ TEST(ProfileShapes, ThePlanHoldsEachTargetsShapesWithTheirCallsAndTime) {
   EXPECT_EQ(mm->shapes[1].shape, (Shape{{"M", 128}, {"N", 6144}, {"K", 4096}}));
   EXPECT_EQ(mm->shapes[1].calls, 2u);
   EXPECT_EQ(mm->shapes[1].total_ns, 6000u);
-  const PlanTarget* rms = target_of(plan, "rmsnorm");
+  const PlanTarget* rms = find_target(plan, "rmsnorm");
   ASSERT_NE(rms, nullptr);
   ASSERT_EQ(rms->shapes.size(), 1u);
   EXPECT_EQ(rms->shapes[0].shape, (Shape{{"M", 128}, {"N", 4096}}));
@@ -110,7 +104,7 @@ TEST(ProfileShapes, ThePlanHoldsEachTargetsShapesWithTheirCallsAndTime) {
   // Through plan.json and back.
   Result<Plan> back = parse_plan(plan_to_json(plan), "plan.json");
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
-  const PlanTarget* mm2 = target_of(*back, "matmul");
+  const PlanTarget* mm2 = find_target(*back, "matmul");
   ASSERT_NE(mm2, nullptr);
   ASSERT_EQ(mm2->shapes.size(), 2u);
   EXPECT_EQ(mm2->shapes[1].shape, mm->shapes[1].shape);

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
-
 #include <nlohmann/json.hpp>
 
 #include "evaluator/profile/plan.h"
 #include "evaluator/profile/plan_table.h"
 #include "evaluator/profile/trace.h"
 #include "evaluator/profile/trace_targets.h"
+#include "tests/evaluator/plan_lookup.h"
 #include "tests/support/cheat_cases.h"
 #include "tests/support/test_env.h"
 
@@ -33,13 +33,6 @@ TraceSet read_step() {
 const KernelStat* find_stat(const std::vector<KernelStat>& stats, const std::string& prefix) {
   for (const KernelStat& s : stats) {
     if (s.name.rfind(prefix, 0) == 0) return &s;
-  }
-  return nullptr;
-}
-
-const PlanTarget* find_target(const Plan& plan, const std::string& name) {
-  for (const PlanTarget& t : plan.targets) {
-    if (t.target == name) return &t;
   }
   return nullptr;
 }
