@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "agent/llm/llm_proposer.h"
+#include "evaluator/evaluation.h"
 #include "shared/build_info.h"
 #include "shared/target_path.h"
 #include "shared/text.h"
@@ -51,7 +52,9 @@ Result<BuiltinAgent::PerTarget*> BuiltinAgent::target(const std::string& name, c
   if (!b) return invalid_argument("target " + name + " has no " + backend + " kernels here");
   if (!b->tunable) return invalid_argument("target " + name + " has no template to propose from");
   t->tmpl = &*b->tunable;
-  t->proposer = std::make_unique<BuiltinProposer>(*t->tmpl, t->spec.benchmark_for(backend), b->dtypes.front());
+  t->shape = t->spec.benchmark_for(backend);
+  t->dtype = b->dtypes.front();
+  t->proposer = std::make_unique<BuiltinProposer>(*t->tmpl, t->shape, t->dtype);
   return (targets_[key] = std::move(t)).get();
 }
 
@@ -75,6 +78,37 @@ proto::Proposal BuiltinAgent::answer(const proto::ProposeTask& task) {
   for (const auto& p : task.parents) parents.insert(p.params);
   SeenFn seen = [&](const Params& p) { return pt.proposed.count(p) > 0 || parents.count(p) > 0; };
   std::string reason;
+  if (!pt.proposer->is_configuration(parent.params)) {
+    // The parent is the target's seed, not a configuration of the template: configurations not
+    // yet proposed, drawn at random (the coordinator's own template children take the space in
+    // sweep order), from at most kSeedDrawLimit of them in a huge space.
+    constexpr uint64_t kSeedDrawLimit = 200000;
+    const size_t want = std::max<uint32_t>(1, task.count);
+    std::vector<Params> drawn;
+    uint64_t unseen = 0;
+    eval::for_each_config(*pt.tmpl, pt.shape, pt.dtype, [&](const Params& config) {
+      if (seen(config)) return true;
+      ++unseen;  // reservoir sampling: each unseen configuration kept with probability want/unseen
+      if (drawn.size() < want) {
+        drawn.push_back(config);
+      } else if (const uint64_t j = rng_() % unseen; j < want) {
+        drawn[j] = config;
+      }
+      return unseen < kSeedDrawLimit;
+    });
+    for (Params& config : drawn) {
+      pt.proposed.insert(config);
+      proto::ProposedCandidate c;
+      c.source = pt.tmpl->source;
+      c.params = std::move(config);
+      c.operator_name = "template";
+      c.parent_id = parent.candidate_id;
+      c.note = "the parent is the seed: a configuration of the template drawn at random";
+      out.candidates.push_back(std::move(c));
+    }
+    if (out.candidates.empty()) out.error = "every configuration of the template was proposed";
+    return out;
+  }
   for (uint32_t i = 0; i < std::max<uint32_t>(1, task.count); ++i) {
     // Steered by the parent's bottleneck class when the coordinator sent one (exactly propose()
     // otherwise); the choice is in the candidate's note.

@@ -75,6 +75,8 @@ class BuiltinAgent : public TaskProposer {
     TargetSpec spec;
     const KernelSpec* tmpl = nullptr;
     std::unique_ptr<BuiltinProposer> proposer;
+    Shape shape;  // where the template's constraints are evaluated
+    DType dtype = DType::kF32;
     std::set<Params> proposed;  // never proposes the same configuration twice
   };
   Result<PerTarget*> target(const std::string& name, const std::string& backend);

@@ -221,6 +221,12 @@ bool BuiltinProposer::config_valid(const Config& c) {
   return valid;
 }
 
+bool BuiltinProposer::is_configuration(const Params& params) {
+  Config c;
+  std::string why;
+  return to_config(params, &c, &why) && config_valid(c);
+}
+
 bool BuiltinProposer::valid(const Params& params) {
   Config c;
   std::string why;

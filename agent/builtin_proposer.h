@@ -163,6 +163,9 @@ class BuiltinProposer {
 
   // Whether `params` (merged over the template's defines) satisfies the constraints. Cached.
   bool valid(const Params& params);
+  // Whether `params` is a configuration of the space: a listed value for every parameter, and the
+  // constraints met. A seed's own macros are not (the operators need such a parent to move from).
+  bool is_configuration(const Params& params);
 
   int current_tier() const { return current_tier_; }
   const Tiers& tiers() const { return tiers_; }

@@ -287,11 +287,19 @@ Status Engine::top_up(size_t t) {
     if (!parent) break;
     Params child;
     std::string op;
+    // An agent is asked about any parent, the seed too: a template that never beats the seed
+    // must not keep a model from ever seeing the target.
+    const bool ask =
+        !replaying_ && st.asking < options_.agent_asks_per_target && dispatcher_->agents() > 0;
     if (auto transfer = transfer_child(t)) {
       // A neighbour's best first (judged against this parent like any child).
       child = std::move(transfer->first);
       op = "transfer " + transfer->second;
     } else if (st.is_seed(*parent)) {
+      if (ask) {
+        ask_agent(t, *parent, nullptr, static_cast<uint32_t>(island));
+        continue;
+      }
       std::optional<Params> config = st.template_child(configs_of(t), options_.toolchain, rng_);
       if (config) {
         child = std::move(*config);
@@ -299,7 +307,7 @@ Status Engine::top_up(size_t t) {
       }
     } else {
       const Individual* second = st.second_parent(island, *parent, rng_);
-      if (!replaying_ && st.asking < options_.agent_asks_per_target && dispatcher_->agents() > 0) {
+      if (ask) {
         ask_agent(t, *parent, second, static_cast<uint32_t>(island));
         continue;
       }

@@ -10,12 +10,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <thread>
 
 #include "coordinator/dispatcher.h"
+#include "evaluator/evaluation.h"
 #include "shared/redis_client.h"
 #include "tests/support/test_env.h"
 
@@ -168,6 +172,57 @@ TEST(BuiltinAgent, ProposesDistinctValidChildrenOfAParentAndNeverRepeatsThem) {
   proto::ProposeTask orphan = propose("z", "reduce", parent);
   orphan.parents.clear();
   EXPECT_NE(agent.answer(orphan).error.find("no parent"), std::string::npos);
+}
+
+// The coordinator asks agents about the seed too: its parameters are no configuration of the
+// template, so the built-in agent answers with the template's valid configurations drawn at
+// random, each once, until the space is spent.
+TEST(BuiltinAgent, ASeedParentGetsEveryConfigurationOfTheTemplateOnceInRandomOrder) {
+  // reduce with a cpu template of 8 configurations (the built-in one has 3).
+  testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  std::filesystem::copy(std::string(KILN_SOURCE_DIR) + "/targets/reduce", dir + "/reduce",
+                        std::filesystem::copy_options::recursive);
+  {
+    std::ifstream in(dir + "/reduce/target.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    j["backends"]["cpu"]["template"]["params"]["UNROLL"] = {1, 2, 3, 4, 5, 6, 7, 8};
+    std::ofstream(dir + "/reduce/target.json") << j.dump(2);
+  }
+  Result<TargetSpec> spec = load_target(dir + "/reduce");
+  ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
+  const BackendSpec& cpu = *spec->backend("cpu");
+  std::vector<Params> sweep;
+  eval::for_each_config(*cpu.tunable, spec->benchmark_for("cpu"), cpu.dtypes.front(),
+                        [&](const Params& c) {
+                          sweep.push_back(c);
+                          return true;
+                        });
+  ASSERT_EQ(sweep.size(), 8u);
+
+  BuiltinAgent agent(dir, 7);
+  std::vector<Params> got;
+  for (size_t round = 0; round <= sweep.size(); ++round) {
+    proto::ProposeTask task = propose("s" + std::to_string(round), "reduce", cpu.seed.defines);
+    task.count = 2;
+    proto::Proposal p = agent.answer(task);
+    if (got.size() == sweep.size()) {  // spent: an error that says so, no candidate
+      EXPECT_TRUE(p.candidates.empty());
+      EXPECT_NE(p.error.find("every configuration"), std::string::npos) << p.error;
+      break;
+    }
+    ASSERT_TRUE(p.error.empty()) << p.error;
+    ASSERT_FALSE(p.candidates.empty());
+    for (const auto& c : p.candidates) {
+      EXPECT_EQ(c.operator_name, "template");
+      EXPECT_EQ(c.source, cpu.tunable->source);
+      got.push_back(c.params);
+    }
+  }
+  EXPECT_NE(got, sweep) << "drawn in sweep order";  // by chance: 1 in 8!
+  std::sort(got.begin(), got.end());
+  std::sort(sweep.begin(), sweep.end());
+  EXPECT_EQ(got, sweep);
 }
 
 TEST_F(AgentDaemonTest, ProposalsHeldByAnAgentThatStopsFailOnceAndUntakenOnesTimeOut) {
