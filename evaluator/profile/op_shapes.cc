@@ -76,21 +76,27 @@ std::optional<RangeOp> parse_range_op(std::string_view text) {
   return r;
 }
 
+std::string target_of_range(std::string_view text) {
+  std::optional<RangeOp> r = parse_range_op(text);
+  if (!r) return "";
+  const std::string& op = r->op;
+  if (op == "aten::mm" || op == "aten::addmm") return "matmul";
+  if (op == "aten::rms_norm" || op == "aten::_fused_rms_norm") return "rmsnorm";
+  if (op == "aten::layer_norm" || op == "aten::native_layer_norm") return "layernorm";
+  if (op == "aten::softmax" || op == "aten::_softmax") return "softmax";
+  return "";
+}
+
 std::optional<Shape> shape_from_range(std::string_view target, std::string_view text) {
   std::optional<RangeOp> r = parse_range_op(text);
-  if (!r) return std::nullopt;
+  if (!r || target.empty() || target_of_range(text) != target) return std::nullopt;
   const auto& in = r->sizes;
   if (target == "matmul") {
     if (r->op == "aten::mm" && in.size() >= 2) return gemm_shape(in[0], in[1]);
-    if (r->op == "aten::addmm" && in.size() >= 3) return gemm_shape(in[1], in[2]);
+    if (in.size() >= 3) return gemm_shape(in[1], in[2]);  // aten::addmm: bias first
     return std::nullopt;
   }
-  const bool rows_op =
-      (target == "rmsnorm" && (r->op == "aten::rms_norm" || r->op == "aten::_fused_rms_norm")) ||
-      (target == "layernorm" &&
-       (r->op == "aten::layer_norm" || r->op == "aten::native_layer_norm")) ||
-      (target == "softmax" && (r->op == "aten::softmax" || r->op == "aten::_softmax"));
-  if (rows_op && !in.empty()) return rows_shape(in[0]);
+  if (!in.empty()) return rows_shape(in[0]);
   return std::nullopt;
 }
 

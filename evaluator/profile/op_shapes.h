@@ -25,6 +25,12 @@ struct RangeOp {
 };
 std::optional<RangeOp> parse_range_op(std::string_view text);
 
+// The target that computes the operator named by the range `text` ("aten::addmm, ..." -> matmul),
+// or "" when kiln has none for it or the text names no operator with sizes. A launch inside such a
+// range belongs to that target whatever its kernel is called: PyTorch runs aten::rms_norm on its
+// layer-norm kernel, and the time is rmsnorm's (trace_targets.h, map_launch_to_target).
+std::string target_of_range(std::string_view text);
+
 // The shape of `target` that a kernel launched in the range `text` ran at, when the range's
 // operator is one that target computes and its sizes fit the operator. matmul: aten::mm
 // [[M, K], [K, N]] and aten::addmm [bias, [M, K], [K, N]]. rmsnorm (aten::rms_norm,

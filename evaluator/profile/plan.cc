@@ -195,7 +195,7 @@ uint64_t add_plan_shapes(const std::vector<KernelRecord>& kernels, Plan* plan) {
   for (const KernelRecord& k : kernels) {
     if (k.range.empty()) continue;
     ++with_range;
-    const std::string target = map_kernel_to_target(k.name);
+    const std::string target = map_launch_to_target(k.name, k.range);
     if (target.empty()) continue;
     std::optional<Shape> shape = shape_from_range(target, k.range);
     if (!shape) continue;

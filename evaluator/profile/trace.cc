@@ -170,13 +170,17 @@ Result<TraceSet> read_trace_dir(const std::string& dir) {
 }
 
 std::vector<KernelStat> aggregate_kernels(const std::vector<KernelRecord>& kernels) {
-  std::map<std::string, KernelStat> by_name;
+  // By name and target: one kernel that serves two operators (PyTorch's layer-norm kernel runs
+  // both layer_norm and rms_norm) is two rows, each with its operator's target.
+  std::map<std::pair<std::string, std::string>, KernelStat> by_name;
   for (const KernelRecord& k : kernels) {
-    KernelStat& s = by_name[k.name];
+    std::string target = map_launch_to_target(k.name, k.range);
+    KernelStat& s = by_name[{k.name, target}];
     const uint64_t d = k.duration_ns();
     if (s.calls == 0) {
       s.name = k.name;
       s.mangled = k.mangled;
+      s.target = std::move(target);
       s.min_ns = d;
       s.max_ns = d;
     }
@@ -187,10 +191,7 @@ std::vector<KernelStat> aggregate_kernels(const std::vector<KernelRecord>& kerne
   }
   std::vector<KernelStat> out;
   out.reserve(by_name.size());
-  for (auto& [name, s] : by_name) {
-    s.target = map_kernel_to_target(name);
-    out.push_back(std::move(s));
-  }
+  for (auto& [key, s] : by_name) out.push_back(std::move(s));
   std::stable_sort(out.begin(), out.end(),
                    [](const KernelStat& a, const KernelStat& b) { return a.total_ns > b.total_ns; });
   return out;

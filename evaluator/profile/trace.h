@@ -66,7 +66,9 @@ struct KernelStat {
   double mean_ns() const { return calls ? static_cast<double>(total_ns) / calls : 0.0; }
 };
 
-// Per-name statistics, most GPU time first (ties: by name), with targets mapped.
+// Per-kernel statistics, most GPU time first (ties: by name), each with its target
+// (trace_targets.h, map_launch_to_target). A kernel whose launches ran in the ranges of operators
+// of two targets is two rows, one per target.
 std::vector<KernelStat> aggregate_kernels(const std::vector<KernelRecord>& kernels);
 
 // Sum of every kernel's duration: the program's GPU time (kernels overlapping on several streams

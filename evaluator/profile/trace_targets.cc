@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "evaluator/profile/op_shapes.h"
+
 namespace kiln::profile {
 
 const std::vector<TargetPattern>& target_patterns() {
@@ -56,6 +58,11 @@ std::string map_kernel_to_target(std::string_view kernel_name) {
     }
   }
   return "";
+}
+
+std::string map_launch_to_target(std::string_view kernel_name, std::string_view range) {
+  std::string by_operator = range.empty() ? "" : target_of_range(range);
+  return by_operator.empty() ? map_kernel_to_target(kernel_name) : by_operator;
 }
 
 }  // namespace kiln::profile

@@ -1,4 +1,4 @@
-// Which of kiln's target types a kernel of a real program belongs to, from its name alone: the
+// Which of kiln's target types a kernel of a real program belongs to, from its name: the
 // patterns are the names cuBLAS, CUTLASS, cuDNN, FlashAttention and PyTorch's ATen give their
 // kernels (documented in docs/profile.md). A name matching nothing is "unmapped" ("").
 #pragma once
@@ -24,5 +24,9 @@ const std::vector<TargetPattern>& target_patterns();
 
 // The target type of a kernel name, or "" when no rule matches.
 std::string map_kernel_to_target(std::string_view kernel_name);
+
+// The target type of one launch: the operator of the innermost NVTX range it ran in where that
+// operator is one a target computes (op_shapes.h, target_of_range), else its kernel's name.
+std::string map_launch_to_target(std::string_view kernel_name, std::string_view range);
 
 }  // namespace kiln::profile

@@ -10,6 +10,7 @@
 #include "evaluator/profile/plan.h"
 #include "evaluator/profile/plan_table.h"
 #include "evaluator/profile/trace.h"
+#include "evaluator/profile/trace_targets.h"
 #include "tests/evaluator/plan_lookup.h"
 #include "tests/support/cheat_cases.h"
 #include "tests/support/test_env.h"
@@ -65,6 +66,54 @@ TEST(ProfileShapes, MapsTheOperatorsOfEachTargetToItsDims) {
             "aten::_scaled_dot_product_flash_attention, sizes = [[1, 32, 2048, 128]]"}}) {
     EXPECT_FALSE(shape_from_range(target, text).has_value()) << target << ": " << text;
   }
+}
+
+// The operator decides the target where the range names one: PyTorch runs aten::rms_norm on its
+// layer-norm kernel, and that time and shape are rmsnorm's; the same kernel in a layer_norm range
+// stays layernorm's, and one outside any operator kiln computes goes by its name.
+TEST(ProfileShapes, TheRangesOperatorDecidesTheTargetOverTheKernelsName) {
+  EXPECT_EQ(target_of_range("aten::addmm, sizes = [[6144], [128, 4096], [4096, 6144]]"), "matmul");
+  EXPECT_EQ(target_of_range("aten::_fused_rms_norm, sizes = [[2, 64, 4096], [4096], []]"),
+            "rmsnorm");
+  EXPECT_EQ(target_of_range("aten::add, sizes = [[128, 4096], [128, 4096], []]"), "");
+  EXPECT_EQ(target_of_range("aten::linear, op_id = 30"), "");  // no sizes: no operator to trust
+  EXPECT_EQ(map_launch_to_target("vectorized_layer_norm_kernel",
+                                 "aten::rms_norm, sizes = [[4, 4096], [4096], []]"),
+            "rmsnorm");
+  EXPECT_EQ(
+      map_launch_to_target("vectorized_layer_norm_kernel", "aten::add, sizes = [[4], [4], []]"),
+      "layernorm");
+  EXPECT_EQ(map_launch_to_target("vectorized_layer_norm_kernel", ""), "layernorm");
+
+  auto launch = [](std::string range, uint64_t ns) {
+    KernelRecord k;
+    k.name =
+        "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float>()";
+    k.end_ns = ns;
+    k.range = std::move(range);
+    return k;
+  };
+  const std::vector<KernelRecord> kernels = {
+      launch("aten::rms_norm, seq = 1, sizes = [[2, 64, 4096], [4096], []]", 700),
+      launch("aten::rms_norm, seq = 2, sizes = [[2, 64, 4096], [4096], []]", 700),
+      launch("aten::layer_norm, seq = 3, sizes = [[8, 1024], [1024], [1024], []]", 500)};
+  const std::vector<KernelStat> stats = aggregate_kernels(kernels);
+  ASSERT_EQ(stats.size(), 2u);  // one kernel, two operators: a row each
+  EXPECT_EQ(stats[0].target, "rmsnorm");
+  EXPECT_EQ(stats[0].calls, 2u);
+  EXPECT_EQ(stats[1].target, "layernorm");
+  Plan plan = make_plan(stats, 2.0, 1);
+  EXPECT_EQ(add_plan_shapes(kernels, &plan), 3u);
+  const PlanTarget* rms = find_target(plan, "rmsnorm");
+  ASSERT_NE(rms, nullptr);
+  EXPECT_EQ(rms->total_ns, 1400u);
+  ASSERT_EQ(rms->shapes.size(), 1u);
+  EXPECT_EQ(rms->shapes[0].shape, (Shape{{"M", 128}, {"N", 4096}}));
+  EXPECT_EQ(rms->shapes[0].calls, 2u);
+  const PlanTarget* ln = find_target(plan, "layernorm");
+  ASSERT_NE(ln, nullptr);
+  ASSERT_EQ(ln->shapes.size(), 1u);
+  EXPECT_EQ(ln->shapes[0].shape, (Shape{{"M", 8}, {"N", 1024}}));
 }
 
 Plan nvtx_plan(uint64_t* with_range) {
