@@ -289,8 +289,8 @@ Status Engine::top_up(size_t t) {
     std::string op;
     // An agent is asked about any parent, the seed too: a template that never beats the seed
     // must not keep a model from ever seeing the target.
-    const bool ask =
-        !replaying_ && st.asking < options_.agent_asks_per_target && dispatcher_->agents() > 0;
+    const bool ask = !replaying_ && st.asking < options_.agent_asks_per_target &&
+                     dispatcher_->agents() > 0 && st.agent_may_ask(parent->id);
     if (auto transfer = transfer_child(t)) {
       // A neighbour's best first (judged against this parent like any child).
       child = std::move(transfer->first);
@@ -360,12 +360,14 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
   }
   if (!proposal.error.empty() || proposal.candidates.empty()) {
     ++agent_stats_.failed;
+    st.agent_answered_empty(asked.parent.id);
     spdlog::info("{}: agent proposal {}: {}", st.spec.name, proposal.task_id,
                  proposal.error.empty() ? "no candidates" : proposal.error);
     return Status::ok();
   }
   ++agent_stats_.answered;
   if (st.done()) return Status::ok();
+  const uint64_t children_before = agent_stats_.children;
   for (const proto::ProposedCandidate& c : proposal.candidates) {
     if (!st.fits_template(c)) {
       ++agent_stats_.rejected;
@@ -391,6 +393,7 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
     ++agent_stats_.children;
     KILN_RETURN_IF_ERROR(submit(asked.target, std::move(p), c.source, c.params, id));
   }
+  if (agent_stats_.children == children_before) st.agent_answered_empty(asked.parent.id);
   return Status::ok();
 }
 

@@ -167,6 +167,19 @@ void TargetSearch::agent_asked() {
   ++in_flight;
 }
 
+bool TargetSearch::agent_may_ask(const std::string& parent_id) const {
+  auto it = agent_dry.find(parent_id);
+  if (it == agent_dry.end()) return true;
+  return submitted.size() - it->second.at >=
+         (size_t{1} << std::min<uint32_t>(it->second.empty, 30));
+}
+
+void TargetSearch::agent_answered_empty(const std::string& parent_id) {
+  AgentDry& d = agent_dry[parent_id];
+  ++d.empty;
+  d.at = submitted.size();
+}
+
 void TargetSearch::agent_answered() {
   --asking;
   --in_flight;

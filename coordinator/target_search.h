@@ -100,6 +100,13 @@ class TargetSearch {
                                 const std::string& backend_name) const;
   void agent_asked();
   void agent_answered();
+  // Answers about a parent that brought no new child back off asking about it: after the n-th such
+  // answer, agents are asked about that parent again only once 2^n more candidates were sent for
+  // evaluation. An agent with nothing new around a parent is not asked again at once, over and
+  // over, while the search waits on its evaluations; a model that failed for a while (rate limits,
+  // time-outs) is still asked again as the search goes on.
+  bool agent_may_ask(const std::string& parent_id) const;
+  void agent_answered_empty(const std::string& parent_id);
   // Whether an agent's candidate keeps the template's contract: every template parameter set
   // and nothing else, the constraints hold, a source of its own at most 256 KiB.
   bool fits_template(const proto::ProposedCandidate& c) const;
@@ -146,6 +153,11 @@ class TargetSearch {
   bool exhausted = false;  // nothing more is proposed (its last tasks may still be out)
   uint32_t in_flight = 0;
   uint32_t asking = 0;  // propose tasks at agents (counted in in_flight too)
+  struct AgentDry {
+    uint32_t empty = 0;  // answers without a new child
+    size_t at = 0;       // submitted.size() at the last of them
+  };
+  std::map<std::string, AgentDry> agent_dry;  // by parent id
   // Agents' children that failed, handed back in the next propose task for repair (bounded), and
   // one-line notes on recent failures of any child for the prompts.
   std::deque<proto::FailedChild> failed_for_agents;

@@ -64,6 +64,26 @@ TEST_F(LlmPromptTest, PromptCarriesContractParentProfileHintFailuresAndRepairLog
   EXPECT_NE(r.user.find("previous answer was refused: no fenced code block"), std::string::npos);
 }
 
+// The coordinator asks about the seed too: the prompt says that the seed's own entry point and
+// launch are not the contract, and names the template's; a template child's prompt does not.
+TEST_F(LlmPromptTest, ASeedParentIsToldApartFromTheContract) {
+  proto::ParentInfo seed{"cand-seed", "// the seed's own kernel\n", {}, 90.0, {}, ""};
+  PromptInput in;
+  in.spec = &spec_;
+  in.backend = "cuda";
+  in.tmpl = cuda_;
+  in.parent = &seed;
+  ChatRequest r = build_prompt(in);
+  EXPECT_NE(r.user.find("This parent is the target's seed"), std::string::npos) << r.user;
+  EXPECT_NE(r.user.find("entry point " + cuda_->kernel_name), std::string::npos) << r.user;
+  proto::ParentInfo child{"cand-2", "// a template child\n", {}, 50.0, {}, ""};
+  for (const auto& [name, values] : cuda_->space)
+    child.params[name] = std::to_string(values.front());
+  in.parent = &child;
+  r = build_prompt(in);
+  EXPECT_EQ(r.user.find("This parent is the target's seed"), std::string::npos) << r.user;
+}
+
 TEST_F(LlmPromptTest, ReplyWithCodeAndParamsBecomesACandidate) {
   const std::string text = std::string("Sure.\n```cpp\n") + kKernel + "```\n```json\n{\"params\": {\"UNROLL\": 8}, \"note\": \"wider\"}\n```\n";
   Result<ParsedReply> r = parse_reply(text, spec_, "cpu", *cpu_, {{"UNROLL", "4"}});
