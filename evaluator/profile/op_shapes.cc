@@ -84,6 +84,11 @@ std::string target_of_range(std::string_view text) {
   if (op == "aten::rms_norm" || op == "aten::_fused_rms_norm") return "rmsnorm";
   if (op == "aten::layer_norm" || op == "aten::native_layer_norm") return "layernorm";
   if (op == "aten::softmax" || op == "aten::_softmax") return "softmax";
+  // The pieces of a cross-entropy loss over [..., V] logits (PyTorch's cross_entropy runs
+  // log_softmax, then nll_loss).
+  if (op == "aten::cross_entropy_loss" || op == "aten::log_softmax" || op == "aten::_log_softmax" ||
+      op == "aten::nll_loss" || op == "aten::nll_loss_forward" || op == "aten::nll_loss_nd")
+    return "cross_entropy";
   return "";
 }
 
@@ -96,8 +101,10 @@ std::optional<Shape> shape_from_range(std::string_view target, std::string_view 
     if (in.size() >= 3) return gemm_shape(in[1], in[2]);  // aten::addmm: bias first
     return std::nullopt;
   }
-  if (!in.empty()) return rows_shape(in[0]);
-  return std::nullopt;
+  if (in.empty()) return std::nullopt;
+  std::optional<Shape> rows = rows_shape(in[0]);
+  if (rows && target == "cross_entropy") return Shape{{"M", rows->at("M")}, {"V", rows->at("N")}};
+  return rows;
 }
 
 }  // namespace kiln::profile

@@ -35,8 +35,11 @@ std::string target_of_range(std::string_view text);
 // operator is one that target computes and its sizes fit the operator. matmul: aten::mm
 // [[M, K], [K, N]] and aten::addmm [bias, [M, K], [K, N]]. rmsnorm (aten::rms_norm,
 // aten::_fused_rms_norm), layernorm (aten::layer_norm, aten::native_layer_norm) and softmax
-// (aten::softmax, aten::_softmax): input [..., N], M the product of the leading sizes. The dims
-// are named as the built-in targets name them (matmul M, N, K; the others M, N).
+// (aten::softmax, aten::_softmax): input [..., N], M the product of the leading sizes;
+// cross_entropy (aten::cross_entropy_loss and its pieces aten::log_softmax, aten::_log_softmax,
+// aten::nll_loss, aten::nll_loss_forward, aten::nll_loss_nd): logits [..., V] the same way. The
+// dims are named as the built-in targets name them (matmul M, N, K; cross_entropy M, V; the
+// others M, N).
 std::optional<Shape> shape_from_range(std::string_view target, std::string_view text);
 
 }  // namespace kiln::profile

@@ -54,6 +54,14 @@ TEST(ProfileShapes, MapsTheOperatorsOfEachTargetToItsDims) {
             (S{{"M", 128}, {"N", 2048}}));
   EXPECT_EQ(shape_from_range("rmsnorm", "aten::rms_norm, sizes = [[4096], [4096], []]"),
             (S{{"M", 1}, {"N", 4096}}));
+  // A cross-entropy loss's pieces: logits [..., V].
+  EXPECT_EQ(
+      shape_from_range("cross_entropy", "aten::_log_softmax, sizes = [[4, 2048, 128256], [], []]"),
+      (S{{"M", 8192}, {"V", 128256}}));
+  EXPECT_EQ(
+      shape_from_range("cross_entropy",
+                       "aten::nll_loss_forward, sizes = [[8192, 128256], [8192], [], [], []]"),
+      (S{{"M", 8192}, {"V", 128256}}));
   // Inner dims that disagree, batched GEMMs, another target's operator, sizes past 2^31: nothing.
   for (auto [target, text] : std::vector<std::pair<const char*, const char*>>{
            {"matmul", "aten::mm, sizes = [[128, 4096], [2048, 6144]]"},
