@@ -50,10 +50,12 @@ void add_common_search_options(CLI::App* sub, const std::shared_ptr<RunArgs>& a)
       "--llm", a->llm,
       "Also start an LLM proposal agent with this config (docs/llm.md) beside the built-in\n"
       "proposer; its log is <out>/agent-llm.log, its statistics <out>/llm-stats.json");
-  sub->add_option("--shapes", a->shapes,
-                  "A shape sweep (JSON: target -> shapes, or a grid of dim sizes; docs/run.md\n"
-                  "\"Shape sweeps\"): each shape gets its own population per GPU model, timed at\n"
-                  "that shape, and kiln export writes a dispatch table over them")
+  sub->add_option(
+         "--shapes", a->shapes,
+         "A shape sweep (JSON: target -> shapes, or a grid of dim sizes; docs/run.md\n"
+         "\"Shape sweeps\"): each shape gets its own population per GPU model, timed at\n"
+         "that shape, and kiln export writes a dispatch table over them. With --resume: the\n"
+         "run's own sweep, or one that adds shapes (they start from their neighbours' bests)")
       ->check(CLI::ExistingFile);
   sub->add_flag("--no-transfer", a->no_transfer,
                 "In a shape sweep, do not start a population from its neighbours' bests (nearest\n"

@@ -12,8 +12,11 @@ Status Engine::resume() {
   if (!store_) return failed_precondition("the engine has no store to resume from");
   KILN_ASSIGN_OR_RETURN(std::optional<RunRecord> recorded, read_run_record(*store_));
   if (!recorded) return not_found("Redis holds no run to resume (kiln:run is absent)");
-  KILN_RETURN_IF_ERROR(check_same_run(*recorded, this_run(), !options_.discover_gpu_models));
+  const RunRecord ours = this_run();
+  KILN_RETURN_IF_ERROR(check_same_run(*recorded, ours, !options_.discover_gpu_models));
   record_ = *recorded;
+  const bool adds_shapes = record_.shapes != ours.shapes;  // a sweep with shapes added
+  record_.shapes = ours.shapes;
   if (options_.discover_gpu_models) {
     for (const std::string& model : recorded->gpu_models) add_gpu_model(model);
   }
@@ -52,7 +55,8 @@ Status Engine::resume() {
   // A new stream of draws: the old generator's state is not recorded.
   rng_.seed(options_.seed + 0x9E3779B97F4A7C15ULL * (steps + 1));
 
-  const bool was_finished = record_.state == "finished" || finished();
+  // A finished run stays finished, unless the sweep added shapes: their populations search now.
+  const bool was_finished = (record_.state == "finished" && !adds_shapes) || finished();
   record_.seed = options_.seed;
   record_.gpu_models = record_models_;
   record_.patience = options_.limits.max_proposals_without_gain;

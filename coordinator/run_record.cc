@@ -1,6 +1,7 @@
 // The run's record: see run_record.h.
 #include "coordinator/run_record.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -180,11 +181,23 @@ Status check_same_run(const RunRecord& recorded, const RunRecord& ours, bool com
                                  "): its candidate ids would not match; start a new run");
     }
   }
-  if (recorded.shapes != ours.shapes) {
-    return failed_precondition("run " + recorded.id + " sweeps other shapes than this one (" +
+  // The same sweep, or one that adds shapes: every recorded shape of every target is still swept
+  // (the new populations start from their converged neighbours' bests).
+  bool kept = recorded.shapes.empty() == ours.shapes.empty();
+  for (const auto& [target, labels] : recorded.shapes) {
+    auto it = ours.shapes.find(target);
+    for (const std::string& label : labels) {
+      kept = kept && it != ours.shapes.end() &&
+             std::find(it->second.begin(), it->second.end(), label) != it->second.end();
+    }
+  }
+  for (const auto& [target, labels] : ours.shapes) kept = kept && recorded.shapes.count(target);
+  if (!kept) {
+    return failed_precondition("run " + recorded.id + " sweeps shapes that this one does not (" +
                                nlohmann::json(recorded.shapes).dump() + " there, " +
                                nlohmann::json(ours.shapes).dump() +
-                               " here): resume it with the same --shapes file, or without one");
+                               " here): resume it with the same --shapes file, one that adds "
+                               "shapes to it, or without one");
   }
   if (compare_gpu_models) {
     std::set<std::string> their_models(recorded.gpu_models.begin(), recorded.gpu_models.end());

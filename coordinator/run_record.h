@@ -51,9 +51,10 @@ Status write_run_gpu_models(redis::Store& store, const RunRecord& record);
 std::string run_summary(const RunRecord& record);
 
 // Whether `recorded` is the run that `ours` (the targets, spec hashes, backend, toolchain, islands,
-// capacity and GPU models of the engine about to resume it) would continue: OK, or
-// FAILED_PRECONDITION naming the first difference and what to do. `compare_gpu_models` false: the
-// models are discovered as evaluators connect, so any recorded set is fine.
+// capacity, shapes and GPU models of the engine about to resume it) would continue: OK, or
+// FAILED_PRECONDITION naming the first difference and what to do. A sweep may add shapes to the
+// recorded one's targets, not drop or change any. `compare_gpu_models` false: the models are
+// discovered as evaluators connect, so any recorded set is fine.
 Status check_same_run(const RunRecord& recorded, const RunRecord& ours, bool compare_gpu_models);
 
 }  // namespace kiln::coordinator

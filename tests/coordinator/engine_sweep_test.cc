@@ -246,6 +246,59 @@ TEST_F(EngineSweepTest, AResumeRebuildsEveryShapesPopulationAndRefusesAnotherSwe
   EXPECT_NE(refused.message().find("shapes"), std::string::npos) << refused.to_string();
 }
 
+// A finished sweep resumed with a shape added: the run searches again, the new shape's
+// populations try their converged neighbours' bests first, and the recorded populations are left
+// as they were. The record then holds the larger sweep.
+TEST_F(EngineSweepTest, AResumeWithAShapeAddedSearchesItFromItsNeighboursBests) {
+  EngineOptions smaller = options();
+  smaller.shapes["reduce"].pop_back();  // M=4096,N=1024 comes later
+  auto d1 = dispatcher();
+  Engine first(targets_, *d1, smaller, &*store_);
+  ASSERT_TRUE(first.begin().is_ok());
+  {
+    std::atomic<bool> stop{false};
+    SyntheticWorker fast(ctx_, d1->endpoint(), worker(kFast));
+    SyntheticWorker slow(ctx_, d1->endpoint(), worker(kSlow));
+    ASSERT_TRUE(run_engine(first, stop, 60).is_ok());
+  }
+  ASSERT_TRUE(first.finished());
+
+  auto d2 = dispatcher();
+  Engine second(targets_, *d2, options(), &*store_);
+  Status resumed = second.resume();
+  ASSERT_TRUE(resumed.is_ok()) << resumed.to_string();
+  EXPECT_FALSE(second.finished()) << "the added shape has not been searched";
+  {
+    std::atomic<bool> stop{false};
+    SyntheticWorker fast(ctx_, d2->endpoint(), worker(kFast));
+    SyntheticWorker slow(ctx_, d2->endpoint(), worker(kSlow));
+    ASSERT_TRUE(run_engine(second, stop, 60).is_ok());
+  }
+  ASSERT_TRUE(second.finished());
+  const std::string added = "M=4096,N=1024";
+  for (const char* model : {kFast, kSlow}) {
+    SCOPED_TRACE(model);
+    for (const Shape& s : smaller.shapes.at("reduce")) {
+      const std::string label = shape_string(s);
+      EXPECT_EQ(second.submitted("reduce", model, label), first.submitted("reduce", model, label))
+          << label << " was searched again";
+    }
+    ASSERT_NE(second.population("reduce", model, added), nullptr);
+    // Its children: after the seed, the neighbours' bests first.
+    std::vector<std::string> ops;
+    for (const auto& [unit, c] : judged(second)) {
+      if (unit == unit_key("reduce", model, added) && c.kind == TaskKind::kChild)
+        ops.push_back(c.op);
+    }
+    ASSERT_FALSE(ops.empty());
+    EXPECT_EQ(ops.front().rfind("transfer", 0), 0u) << ops.front();
+  }
+  Result<std::optional<RunRecord>> record = read_run_record(*store_);
+  ASSERT_TRUE(record.is_ok() && record->has_value());
+  EXPECT_EQ((*record)->shapes.at("reduce").size(), 3u);
+  EXPECT_EQ((*record)->state, "finished");
+}
+
 TEST_F(EngineSweepTest, AnEvaluatorThatTimesAtAnotherShapeIsNotBelieved) {
   auto d = dispatcher();
   EngineOptions eo = options();
