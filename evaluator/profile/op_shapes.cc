@@ -62,6 +62,20 @@ std::optional<Shape> gemm_shape(const std::vector<int64_t>& a, const std::vector
   return Shape{{"M", a[0]}, {"N", b[1]}, {"K", a[1]}};
 }
 
+// The target that computes PyTorch operator `op`, or "".
+std::string target_of_op(const std::string& op) {
+  if (op == "aten::mm" || op == "aten::addmm") return "matmul";
+  if (op == "aten::rms_norm" || op == "aten::_fused_rms_norm") return "rmsnorm";
+  if (op == "aten::layer_norm" || op == "aten::native_layer_norm") return "layernorm";
+  if (op == "aten::softmax" || op == "aten::_softmax") return "softmax";
+  // The pieces of a cross-entropy loss over [..., V] logits (PyTorch's cross_entropy runs
+  // log_softmax, then nll_loss).
+  if (op == "aten::cross_entropy_loss" || op == "aten::log_softmax" || op == "aten::_log_softmax" ||
+      op == "aten::nll_loss" || op == "aten::nll_loss_forward" || op == "aten::nll_loss_nd")
+    return "cross_entropy";
+  return "";
+}
+
 }  // namespace
 
 std::optional<RangeOp> parse_range_op(std::string_view text) {
@@ -78,33 +92,34 @@ std::optional<RangeOp> parse_range_op(std::string_view text) {
 
 std::string target_of_range(std::string_view text) {
   std::optional<RangeOp> r = parse_range_op(text);
-  if (!r) return "";
-  const std::string& op = r->op;
-  if (op == "aten::mm" || op == "aten::addmm") return "matmul";
-  if (op == "aten::rms_norm" || op == "aten::_fused_rms_norm") return "rmsnorm";
-  if (op == "aten::layer_norm" || op == "aten::native_layer_norm") return "layernorm";
-  if (op == "aten::softmax" || op == "aten::_softmax") return "softmax";
-  // The pieces of a cross-entropy loss over [..., V] logits (PyTorch's cross_entropy runs
-  // log_softmax, then nll_loss).
-  if (op == "aten::cross_entropy_loss" || op == "aten::log_softmax" || op == "aten::_log_softmax" ||
-      op == "aten::nll_loss" || op == "aten::nll_loss_forward" || op == "aten::nll_loss_nd")
-    return "cross_entropy";
-  return "";
+  return r ? target_of_op(r->op) : "";
+}
+
+RangeShape shape_of_range(std::string_view text) {
+  RangeShape out;
+  std::optional<RangeOp> r = parse_range_op(text);
+  if (!r) return out;
+  out.target = target_of_op(r->op);
+  const auto& in = r->sizes;
+  if (out.target == "matmul") {
+    if (r->op == "aten::mm" && in.size() >= 2) {
+      out.shape = gemm_shape(in[0], in[1]);
+    } else if (r->op == "aten::addmm" && in.size() >= 3) {
+      out.shape = gemm_shape(in[1], in[2]);  // bias first
+    }
+  } else if (!out.target.empty() && !in.empty()) {
+    out.shape = rows_shape(in[0]);
+    if (out.shape && out.target == "cross_entropy") {
+      out.shape = Shape{{"M", out.shape->at("M")}, {"V", out.shape->at("N")}};
+    }
+  }
+  return out;
 }
 
 std::optional<Shape> shape_from_range(std::string_view target, std::string_view text) {
-  std::optional<RangeOp> r = parse_range_op(text);
-  if (!r || target.empty() || target_of_range(text) != target) return std::nullopt;
-  const auto& in = r->sizes;
-  if (target == "matmul") {
-    if (r->op == "aten::mm" && in.size() >= 2) return gemm_shape(in[0], in[1]);
-    if (in.size() >= 3) return gemm_shape(in[1], in[2]);  // aten::addmm: bias first
-    return std::nullopt;
-  }
-  if (in.empty()) return std::nullopt;
-  std::optional<Shape> rows = rows_shape(in[0]);
-  if (rows && target == "cross_entropy") return Shape{{"M", rows->at("M")}, {"V", rows->at("N")}};
-  return rows;
+  RangeShape r = shape_of_range(text);
+  if (target.empty() || r.target != target) return std::nullopt;
+  return r.shape;
 }
 
 }  // namespace kiln::profile

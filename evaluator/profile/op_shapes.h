@@ -31,15 +31,21 @@ std::optional<RangeOp> parse_range_op(std::string_view text);
 // layer-norm kernel, and the time is rmsnorm's (trace_targets.h, map_launch_to_target).
 std::string target_of_range(std::string_view text);
 
-// The shape of `target` that a kernel launched in the range `text` ran at, when the range's
-// operator is one that target computes and its sizes fit the operator. matmul: aten::mm
-// [[M, K], [K, N]] and aten::addmm [bias, [M, K], [K, N]]. rmsnorm (aten::rms_norm,
-// aten::_fused_rms_norm), layernorm (aten::layer_norm, aten::native_layer_norm) and softmax
-// (aten::softmax, aten::_softmax): input [..., N], M the product of the leading sizes;
-// cross_entropy (aten::cross_entropy_loss and its pieces aten::log_softmax, aten::_log_softmax,
-// aten::nll_loss, aten::nll_loss_forward, aten::nll_loss_nd): logits [..., V] the same way. The
-// dims are named as the built-in targets name them (matmul M, N, K; cross_entropy M, V; the
-// others M, N).
+// What a kernel launched in the range `text` computes: the operator's target (target_of_range)
+// and the shape it ran at, when the sizes fit the operator. matmul: aten::mm [[M, K], [K, N]] and
+// aten::addmm [bias, [M, K], [K, N]]. rmsnorm (aten::rms_norm, aten::_fused_rms_norm), layernorm
+// (aten::layer_norm, aten::native_layer_norm) and softmax (aten::softmax, aten::_softmax): input
+// [..., N], M the product of the leading sizes; cross_entropy (aten::cross_entropy_loss and its
+// pieces aten::log_softmax, aten::_log_softmax, aten::nll_loss, aten::nll_loss_forward,
+// aten::nll_loss_nd): logits [..., V] the same way. The dims are named as the built-in targets name
+// them (matmul M, N, K; cross_entropy M, V; the others M, N). The text is parsed once.
+struct RangeShape {
+  std::string target;          // "" when the range names no operator kiln computes
+  std::optional<Shape> shape;  // nullopt also when the sizes do not fit the operator
+};
+RangeShape shape_of_range(std::string_view text);
+
+// shape_of_range's shape, when the range's operator is one that `target` computes.
 std::optional<Shape> shape_from_range(std::string_view target, std::string_view text);
 
 }  // namespace kiln::profile

@@ -195,12 +195,12 @@ uint64_t add_plan_shapes(const std::vector<KernelRecord>& kernels, Plan* plan) {
   for (const KernelRecord& k : kernels) {
     if (k.range.empty()) continue;
     ++with_range;
-    const std::string target = map_launch_to_target(k.name, k.range);
-    if (target.empty()) continue;
-    std::optional<Shape> shape = shape_from_range(target, k.range);
-    if (!shape) continue;
-    PlanShape& s = by_target[target][shape_string(*shape)];
-    s.shape = *shape;
+    // A shape comes only from an operator kiln computes, which is then the launch's target too
+    // (map_launch_to_target).
+    RangeShape r = shape_of_range(k.range);
+    if (!r.shape) continue;
+    PlanShape& s = by_target[r.target][shape_string(*r.shape)];
+    s.shape = *r.shape;
     ++s.calls;
     s.total_ns += k.duration_ns();
   }

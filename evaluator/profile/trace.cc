@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
+#include "evaluator/profile/op_shapes.h"
 #include "evaluator/profile/trace_targets.h"
 
 namespace kiln::profile {
@@ -172,9 +172,18 @@ Result<TraceSet> read_trace_dir(const std::string& dir) {
 std::vector<KernelStat> aggregate_kernels(const std::vector<KernelRecord>& kernels) {
   // By name and target: one kernel that serves two operators (PyTorch's layer-norm kernel runs
   // both layer_norm and rms_norm) is two rows, each with its operator's target.
+  // The target is map_launch_to_target's, with a name's own target worked out once per name
+  // rather than once per launch (a step can launch a kernel a million times).
   std::map<std::pair<std::string, std::string>, KernelStat> by_name;
+  std::map<std::string, std::string> name_targets;
   for (const KernelRecord& k : kernels) {
-    std::string target = map_launch_to_target(k.name, k.range);
+    std::string target = k.range.empty() ? "" : target_of_range(k.range);
+    if (target.empty()) {
+      auto it = name_targets.find(k.name);
+      if (it == name_targets.end())
+        it = name_targets.emplace(k.name, map_kernel_to_target(k.name)).first;
+      target = it->second;
+    }
     KernelStat& s = by_name[{k.name, target}];
     const uint64_t d = k.duration_ns();
     if (s.calls == 0) {
