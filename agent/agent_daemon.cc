@@ -78,12 +78,22 @@ proto::Proposal BuiltinAgent::answer(const proto::ProposeTask& task) {
   for (const auto& p : task.parents) parents.insert(p.params);
   SeenFn seen = [&](const Params& p) { return pt.proposed.count(p) > 0 || parents.count(p) > 0; };
   std::string reason;
+  const uint32_t want = std::max<uint32_t>(1, task.count);
+  auto add = [&](Params params, std::string op, std::string note) {
+    pt.proposed.insert(params);
+    proto::ProposedCandidate c;
+    c.source = pt.tmpl->source;
+    c.params = std::move(params);
+    c.operator_name = std::move(op);
+    c.parent_id = parent.candidate_id;
+    c.note = std::move(note);
+    out.candidates.push_back(std::move(c));
+  };
   if (!pt.proposer->is_configuration(parent.params)) {
     // The parent is the target's seed, not a configuration of the template: configurations not
     // yet proposed, drawn at random (the coordinator's own template children take the space in
     // sweep order), from at most kSeedDrawLimit of them in a huge space.
     constexpr uint64_t kSeedDrawLimit = 200000;
-    const size_t want = std::max<uint32_t>(1, task.count);
     std::vector<Params> drawn;
     uint64_t unseen = 0;
     eval::for_each_config(*pt.tmpl, pt.shape, pt.dtype, [&](const Params& config) {
@@ -97,19 +107,13 @@ proto::Proposal BuiltinAgent::answer(const proto::ProposeTask& task) {
       return unseen < kSeedDrawLimit;
     });
     for (Params& config : drawn) {
-      pt.proposed.insert(config);
-      proto::ProposedCandidate c;
-      c.source = pt.tmpl->source;
-      c.params = std::move(config);
-      c.operator_name = "template";
-      c.parent_id = parent.candidate_id;
-      c.note = "the parent is the seed: a configuration of the template drawn at random";
-      out.candidates.push_back(std::move(c));
+      add(std::move(config), "template",
+          "the parent is the seed: a configuration of the template drawn at random");
     }
     if (out.candidates.empty()) out.error = "every configuration of the template was proposed";
     return out;
   }
-  for (uint32_t i = 0; i < std::max<uint32_t>(1, task.count); ++i) {
+  for (uint32_t i = 0; i < want; ++i) {
     // Steered by the parent's bottleneck class when the coordinator sent one (exactly propose()
     // otherwise); the choice is in the candidate's note.
     Proposal p = pt.proposer->propose_guided(parent.params, second, parent.bottleneck, seen, rng_);
@@ -117,14 +121,7 @@ proto::Proposal BuiltinAgent::answer(const proto::ProposeTask& task) {
       reason = p.reason;
       break;
     }
-    pt.proposed.insert(p.params);
-    proto::ProposedCandidate c;
-    c.source = pt.tmpl->source;
-    c.params = p.params;
-    c.operator_name = p.operator_name;
-    c.parent_id = parent.candidate_id;
-    c.note = p.description;
-    out.candidates.push_back(std::move(c));
+    add(std::move(p.params), std::move(p.operator_name), std::move(p.description));
   }
   if (out.candidates.empty()) out.error = reason.empty() ? "nothing new around the parent" : reason;
   return out;

@@ -285,19 +285,27 @@ Status Engine::top_up(size_t t) {
       break;
     }
     const std::string id = st.candidate_id_of(tmpl.source, child, options_.toolchain);
-    st.child_proposed(id, tmpl.source, static_cast<uint32_t>(island), parent->id);
-    Pending p;
-    p.kind = TaskKind::kChild;
-    p.parent = *parent;
-    p.child.id = id;
-    p.child.params = child;
-    p.child.parent_id = parent->id;
-    p.child.op = op;
-    p.child.generation = parent->generation + 1;
-    p.child.island = static_cast<uint32_t>(island);
-    KILN_RETURN_IF_ERROR(submit(t, std::move(p), tmpl.source, child, id));
+    KILN_RETURN_IF_ERROR(submit_child(t, *parent, static_cast<uint32_t>(island), id, tmpl.source,
+                                      child, std::move(op)));
   }
   return Status::ok();
+}
+
+Status Engine::submit_child(size_t t, const Individual& parent, uint32_t island,
+                            const std::string& id, const std::string& source, const Params& params,
+                            std::string op, std::string model) {
+  targets_[t]->child_proposed(id, source, island, parent.id);
+  Pending p;
+  p.kind = TaskKind::kChild;
+  p.parent = parent;
+  p.child.id = id;
+  p.child.params = params;
+  p.child.parent_id = parent.id;
+  p.child.op = std::move(op);
+  p.child.generation = parent.generation + 1;
+  p.child.island = island;
+  p.model = std::move(model);
+  return submit(t, std::move(p), source, params, id);
 }
 
 Status Engine::on_result(const proto::EvaluationResult& r) {

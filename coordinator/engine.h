@@ -231,6 +231,11 @@ class Engine {
   // Logs (with a store) and sends the task of candidate `id`; `p` carries kind, parent and child.
   Status submit(size_t t, Pending p, const std::string& source,
                 const std::map<std::string, std::string>& params, const std::string& id);
+  // A child of `parent` on `island` (operator `op`, written by LLM `model` or ""): recorded as
+  // proposed (TargetSearch::child_proposed), then submitted.
+  Status submit_child(size_t t, const Individual& parent, uint32_t island, const std::string& id,
+                      const std::string& source, const Params& params, std::string op,
+                      std::string model = "");
   void track(Pending p);  // counts a submitted task as pending
   // Forgets target t's tasks in flight (the grace period after the budget is over); how many.
   uint64_t abandon_in_flight(size_t t);

@@ -91,19 +91,9 @@ Status Engine::on_proposal(const proto::Proposal& proposal) {
       ++agent_stats_.duplicates;
       continue;
     }
-    st.child_proposed(id, c.source, asked.island, asked.parent.id);
-    Pending p;
-    p.kind = TaskKind::kChild;
-    p.parent = asked.parent;
-    p.child.id = id;
-    p.child.params = c.params;
-    p.child.parent_id = asked.parent.id;
-    p.child.op = agent_operator(c.operator_name);
-    p.child.generation = asked.parent.generation + 1;
-    p.child.island = asked.island;
-    p.model = c.model;
     ++agent_stats_.children;
-    KILN_RETURN_IF_ERROR(submit(asked.target, std::move(p), c.source, c.params, id));
+    KILN_RETURN_IF_ERROR(submit_child(asked.target, asked.parent, asked.island, id, c.source,
+                                      c.params, agent_operator(c.operator_name), c.model));
   }
   if (agent_stats_.children == children_before) st.agent_answered_empty(asked.parent.id);
   return Status::ok();

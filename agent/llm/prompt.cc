@@ -131,27 +131,20 @@ ChatRequest build_prompt(const PromptInput& in) {
   ChatRequest r;
   std::ostringstream sys;
   sys << "You are an expert " << (cuda ? "CUDA kernel" : "C++ performance")
-      << " engineer. You make one kernel "
-      << "faster while keeping it exactly correct. kiln compiles your kernel, verifies it against "
-         "a "
-      << "float64 reference on many shapes, adversarial values and edge sizes, checks that runs "
-         "are bitwise "
-      << "deterministic, and times it; only a verified kernel that is faster than its parent is "
-         "kept. "
-      << "Do not special-case the benchmark shape, cache results, skip work, or lower precision "
-         "beyond "
-      << "the tolerance: such kernels are detected and discarded.\n\n"
+      << " engineer. You make one kernel faster while keeping it exactly correct. kiln compiles "
+      << "your kernel, verifies it against a float64 reference on many shapes, adversarial values "
+      << "and edge sizes, checks that runs are bitwise deterministic, and times it; only a "
+      << "verified kernel that is faster than its parent is kept. Do not special-case the "
+      << "benchmark shape, cache results, skip work, or lower precision beyond the tolerance: "
+      << "such kernels are detected and discarded.\n\n"
       << "Answer with exactly two fenced blocks and nothing else of substance:\n"
       << "```" << lang
       << "\n<the complete kernel source, including every #include and helper it needs>\n```\n"
-      << "```json\n{\"params\": {<every template parameter: integer value>}, \"note\": \"<one "
-         "line: what "
-      << "changed and why it is faster>\"}\n```\n"
+      << "```json\n{\"params\": {<every template parameter: integer value>}, \"note\": "
+      << "\"<one line: what changed and why it is faster>\"}\n```\n"
       << "Keep the contract's entry point name and signature. Parameters you leave out of "
-         "\"params\" keep the "
-      << "parent's values; use only the parameters listed in the contract (they are passed as -D "
-         "macros and "
-      << "decide the launch geometry).";
+      << "\"params\" keep the parent's values; use only the parameters listed in the contract "
+      << "(they are passed as -D macros and decide the launch geometry).";
   if (cuda) {
     sys << " The source is device code only: no host code, no <<< >>> launches, no runtime API calls, "
         << "no vendor libraries.";
@@ -194,10 +187,9 @@ ChatRequest build_prompt(const PromptInput& in) {
     for (const auto& [name, values] : t.space) seed |= !p.params.count(name);
     if (seed) {
       u << "This parent is the target's seed, not the template: it has its own entry point and "
-           "launch. "
-        << "Write your kernel to the contract above (entry point " << t.kernel_name
+        << "launch. Write your kernel to the contract above (entry point " << t.kernel_name
         << ", the launch and the template parameters), and give a value for every template "
-           "parameter.\n";
+        << "parameter.\n";
     }
   }
   if (!in.recent_failures.empty()) {
