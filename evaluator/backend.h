@@ -45,8 +45,9 @@ struct CompileOutput {
   std::string log;             // compiler messages (also on success: warnings)
   std::string binary;          // cubin bytes (cuda) or shared-object bytes (cpu)
   std::string cache_key;       // content hash of everything that determines `binary`
-  double compile_ms = 0;       // 0 when served from the cache
+  double compile_ms = 0;       // 0 when served from the cache; the wait when `shared`
   bool from_cache = false;
+  bool shared = false;  // the output of the same compile under way for another request (a prefetch)
   bool rejected = false;       // refused for a policy reason (a banned import), not a syntax error
 };
 

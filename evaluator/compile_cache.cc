@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -147,7 +148,14 @@ CompileOutput CachingCompiler::compile(const CompileRequest& request) {
       in_flight_.emplace(key, mine.get_future().share());
     }
   }
-  if (theirs.valid()) return theirs.get();
+  if (theirs.valid()) {
+    const auto start = std::chrono::steady_clock::now();
+    CompileOutput out = theirs.get();
+    out.shared = true;
+    out.compile_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  }
   auto done = [&] {
     std::lock_guard lock(mutex_);
     in_flight_.erase(key);

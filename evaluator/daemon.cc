@@ -39,7 +39,11 @@ class Worker {
   Worker(const DaemonOptions& options, Toolchain& toolchain, const Ceilings& ceilings)
       : options_(options), toolchain_(toolchain), ceilings_(ceilings) {}
 
-  proto::EvaluationResult evaluate(const proto::EvaluateTask& task) {
+  // `prepared` runs once the task's evaluator is found or created, before its device work: the
+  // worker then starts the compiles of the tasks behind it (a prefetch on arrival is skipped while
+  // the worker holds the evaluators' lock).
+  template <class F>
+  proto::EvaluationResult evaluate(const proto::EvaluateTask& task, F prepared) {
     {
       std::lock_guard lock(flight_mu_);
       prefetched_.erase(task.task_id);
@@ -55,6 +59,7 @@ class Worker {
       r.log = p.status().message();
       spdlog::warn("task {}: cannot evaluate here: {}", log_safe(task.task_id), log_safe(r.log, 400));
     } else {
+      prepared();
       r = p->evaluator->evaluate(p->candidate, p->dtype);
     }
     r.task_id = task.task_id;
@@ -257,18 +262,22 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
   std::thread worker_thread([&] {
     while (true) {
       proto::EvaluateTask task;
-      std::vector<proto::EvaluateTask> waiting;
       {
         std::unique_lock lock(box.mu);
         box.cv.wait(lock, [&] { return box.closing || !box.tasks.empty(); });
         if (box.closing) return;
         task = std::move(box.tasks.front());
         box.tasks.pop_front();
-        waiting.assign(box.tasks.begin(), box.tasks.end());
       }
-      for (const auto& next : waiting) worker.prefetch(next, pool);
       spdlog::info("evaluating task {} ({} on {})", log_safe(task.task_id), log_safe(task.candidate_id), log_safe(task.target));
-      proto::EvaluationResult r = worker.evaluate(task);
+      proto::EvaluationResult r = worker.evaluate(task, [&] {
+        std::vector<proto::EvaluateTask> waiting;
+        {
+          std::lock_guard lock(box.mu);
+          waiting.assign(box.tasks.begin(), box.tasks.end());
+        }
+        for (const auto& next : waiting) worker.prefetch(next, pool);
+      });
       spdlog::info("task {}: {} in {:.0f} ms", log_safe(task.task_id), proto::outcome_name(r.outcome), r.wall_ms);
       std::lock_guard lock(box.mu);
       box.results.push_back(std::move(r));

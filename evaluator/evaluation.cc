@@ -217,9 +217,11 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     }
   };
   double compile_ms = 0;
+  int compiles_run = 0;  // compiles this evaluation ran itself (not cached, not prefetched)
   for (const auto& [d, req] : *requests) {
     CompileOutput out = m.compiler->compile(req);
     compile_ms += out.compile_ms;
+    compiles_run += !out.from_cache && !out.shared;
     if (!out.ok) {
       // A refusal names what the scan of the compiler's output found (its first "kiln: scan" line).
       std::string why = std::string(dtype_name(d)) + (out.rejected ? ": refused" : "");
@@ -247,6 +249,7 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
     handles[d] = loaded->value("handle", KernelHandle{0});
   }
   r.metrics["compile_ms"] = compile_ms;
+  r.metrics["compiles_run"] = compiles_run;
   // Where the wall time goes (compile+load, verification, timing), for the evaluation-rate bench.
   auto phase_ms = [&start] {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();

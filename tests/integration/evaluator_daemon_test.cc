@@ -154,6 +154,7 @@ TEST_F(EvaluatorDaemon, EvaluatesTwoQueuedTasksWhoseCompilesOverlap) {
   std::optional<proto::Envelope> first = next("result", 60000);
   ASSERT_TRUE(first.has_value());
   EXPECT_GT(std::get<proto::EvaluationResult>(first->body).metrics.at("compile_ms"), 0);
+  EXPECT_GT(std::get<proto::EvaluationResult>(first->body).metrics.at("compiles_run"), 0);
   proto::EvaluateTask second = task("t4", "rmsnorm");
   second.source += "\n// a different text, so a different compile\n";
   proto::EvaluateTask before = task("t3", "rmsnorm");
@@ -170,7 +171,9 @@ TEST_F(EvaluatorDaemon, EvaluatesTwoQueuedTasksWhoseCompilesOverlap) {
   }
   ASSERT_EQ(answered.size(), 2u);
   ASSERT_EQ(answered.count("t4"), 1u);
-  EXPECT_EQ(answered["t4"].metrics.at("compile_ms"), 0) << "t4's compile did not run ahead of it";
+  // Started ahead of it: served from the cache, or waited for if still under way (how long it
+  // waited depends on the machine's load, so compile_ms may be above 0).
+  EXPECT_EQ(answered["t4"].metrics.at("compiles_run"), 0) << "t4's compile did not run ahead of it";
 }
 
 TEST_F(EvaluatorDaemon, AnswersGarbageWithAnErrorAndKeepsWorking) {
