@@ -16,13 +16,14 @@ namespace {
 // The playbook's well-known parameter names, by default tier. GRID is a structural choice (a
 // persistent grid of one CTA per SM, or one block per row/tile), not a block size: moved with the
 // block sizes, guidance toward "more work in flight" doubled fused_mlp's persistent grid
-// (bench/results/2026-11-24-H100-guidance-ablation.md, section 5).
+// (bench/results/2026-11-24-H100-guidance-ablation.md, section 5). Split-K (SK) divides the K
+// loop, so it goes with the pipeline's K-slice parameters.
 const std::vector<std::vector<std::string>>& known_names() {
   static const std::vector<std::vector<std::string>> names = {
       {"BLOCK", "ROWS", "TPR", "RPB", "WARPS", "BM", "BN"},
       {"VEC", "ELEMS", "ITEMS", "UNROLL", "HINT", "WREG", "OCC", "CHUNK", "VB", "LANES", "GROUP_M",
        "RAST", "SWIZZLE"},
-      {"BK", "STAGES", "WM", "WN", "HT", "TX", "UNR", "PIPE"},
+      {"BK", "STAGES", "WM", "WN", "HT", "TX", "UNR", "PIPE", "SK", "SPLIT_K", "SPLITK"},
       {"IMPL", "TMA", "G", "ARCH", "GRID", "VARIANT", "ALGO", "MODE", "ORDER"},
   };
   return names;

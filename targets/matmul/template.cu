@@ -26,6 +26,13 @@
 //    its bytes on the peer's `full` barrier (expect-tx). L2 -> SM traffic per CTA drops by a
 //    third (CL 1, 128x256). Stage reuse needs both CTAs' consumers: `empty` counts the consumer
 //    warps of both CTAs (remote arrive through mapa). 3 producer warps load, the 4th sends.
+//    SK 2 / 4 / 8 (split-K, CL 0 and PERS 0 only): a cluster of SK CTAs computes one tile, CTA
+//    `rank` the K slices [rank * KT / SK, (rank + 1) * KT / SK). For few rows (M = 128 tokens)
+//    the tiles alone leave most SMs idle. Each CTA stores its f32 partial tile in its own shared
+//    memory; after a cluster barrier, CTA `rank` sums rows [rank * BM / SK, +BM / SK) of all SK
+//    partials through distributed shared memory in rank order 0, 1, ... (the same order every
+//    run: bitwise deterministic, no workspace, no atomics) and writes them to C; a second cluster
+//    barrier keeps every partial alive until its readers are done.
 //    PERS 1: persistent CTAs (grid = 132, or 66 clusters) walk the tiles unit0, unit0 + grid,
 //    ...; the ring's stages and barrier phases run on across tiles (global slice counter), the
 //    last slice of a tile is released after wgmma.wait_group 0, and C is written straight from
@@ -92,6 +99,9 @@
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8  // tile rows per raster group
+#endif
+#ifndef SK
+#define SK 1  // IMPL 1: K split over a cluster of SK CTAs per tile, reduced through DSMEM
 #endif
 
 typedef unsigned int u32;
@@ -228,6 +238,22 @@ __device__ __forceinline__ void tile_coords(long long M, long long N, int& tm, i
   tn = rem / rows;
 }
 
+// Writes 8 elements of T (v) to C[gr, gc..]: one 16-byte store where `vec` (rows of C 16-byte
+// aligned) and all 8 are in range, else element by element up to the right edge N.
+__device__ __forceinline__ void store8(T* __restrict__ C, long long N, long long gr, long long gc,
+                                       uint4 v, bool vec) {
+  if (vec && gc + 8 <= N) {
+    *reinterpret_cast<uint4*>(C + gr * N + gc) = v;
+    return;
+  }
+  unsigned short* cs = reinterpret_cast<unsigned short*>(C);
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (gc + e < N) cs[gr * N + gc + e] = static_cast<unsigned short>(w[e / 2] >> (16 * (e % 2)));
+  }
+}
+
 // Writes the BM x BN staging tile (T, row pitch SP, at `stage`) to C rows m0.., columns n0..:
 // 16-byte chunks, coalesced; guarded at the bottom and right edges.
 template <int NTHR>
@@ -236,23 +262,12 @@ __device__ __forceinline__ void store_tile(const unsigned char* stage, T* __rest
                                            int tid) {
   constexpr int CPR = BN / 8;
   const bool vec = (N % 8 == 0) && (reinterpret_cast<u64>(C) % 16 == 0);
-  unsigned short* cs = reinterpret_cast<unsigned short*>(C);
 #pragma unroll 4
   for (int q = tid; q < BM * CPR; q += NTHR) {
     const int r = q / CPR, c = q % CPR;
     const long long gr = m0 + r, gc = n0 + c * 8;
     if (gr >= M || gc >= N) continue;
-    const uint4 v = *reinterpret_cast<const uint4*>(stage + (r * SP + c * 8) * 2);
-    if (vec && gc + 8 <= N) {
-      *reinterpret_cast<uint4*>(C + gr * N + gc) = v;
-    } else {
-      const u32 w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        if (gc + e < N)
-          cs[gr * N + gc + e] = static_cast<unsigned short>(w[e / 2] >> (16 * (e % 2)));
-      }
-    }
+    store8(C, N, gr, gc, *reinterpret_cast<const uint4*>(stage + (r * SP + c * 8) * 2), vec);
   }
 }
 
@@ -399,7 +414,12 @@ constexpr int NACC = BN / 2;               // f32 accumulators per m64 block
 constexpr u32 A_BYTES = BM * 128, B_BYTES = 64 * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr u32 STAGING_BYTES = BM * SP * 2;
 constexpr u32 RING_BYTES = STAGES * STAGE_BYTES;
-constexpr u32 BAR_OFF = RING_BYTES > STAGING_BYTES ? RING_BYTES : STAGING_BYTES;  // mbarriers
+// Split-K: the f32 partial tile, rows of PART_PITCH floats (+8: the fragment stores of a
+// half-warp, 4 rows x 8 columns, fall in 32 different banks).
+constexpr u32 PART_PITCH = BN + 8;
+constexpr u32 PART_BYTES = SK > 1 ? BM* PART_PITCH * 4 : 0;
+constexpr u32 max3(u32 a, u32 b, u32 c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+constexpr u32 BAR_OFF = max3(RING_BYTES, STAGING_BYTES, PART_BYTES);  // mbarriers
 static_assert(BK == 64, "the wgmma variant uses 64-element (128-byte) K slices");
 static_assert(MW >= 1 && BM % (64 * CONSUMERS) == 0, "BM is a multiple of 128");
 static_assert(BN == 128 || BN == 256, "wgmma N is 128 or 256");
@@ -409,6 +429,8 @@ constexpr int LOADERS = 96;
 constexpr u32 HALF_BYTES = CL == 1 ? B_BYTES / 2 : A_BYTES / 2;
 static_assert(CL == 0 || CL == 1 || CL == 2, "CL is 0 (no cluster), 1 (share B) or 2 (share A)");
 static_assert(CL != 1 || BN % 128 == 0, "B halves are whole 64-column blocks");
+static_assert(SK == 1 || SK == 2 || SK == 4 || SK == 8, "SK is 1, 2, 4 or 8 (a portable cluster)");
+static_assert(SK == 1 || (CL == 0 && PERS == 0), "split-K has a cluster of its own, one tile");
 
 // clang-format off
 #define WG_REGS64 \
@@ -534,9 +556,46 @@ __device__ __forceinline__ void bulk_copy_to_peer(u32 dst_cluster, u32 src, u32 
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive;\nbarrier.cluster.wait;\n" ::: "memory");
 }
+// Four floats from a shared::cluster address (another CTA's shared memory, or this one's).
+__device__ __forceinline__ float4 ld_cluster_f4(u32 addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// Split-K: CTA `rank` sums rows [rank * BM / SK, +BM / SK) of the SK partial tiles (f32, pitch
+// PART_PITCH, at shared address `part` in every CTA of the cluster) in rank order and writes them
+// to C as T, 8 columns per thread and step.
+__device__ __forceinline__ void reduce_partials(u32 part, u32 rank, T* __restrict__ C, long long M,
+                                                long long N, long long m0, long long n0, int tid) {
+  constexpr int ROWS = BM / SK, CPR = BN / 8;
+  const bool vec = (N % 8 == 0) && (reinterpret_cast<u64>(C) % 16 == 0);
+  for (int q = tid; q < ROWS * CPR; q += NTHREADS) {
+    const int r = static_cast<int>(rank) * ROWS + q / CPR, c = (q % CPR) * 8;
+    const long long gr = m0 + r, gc = n0 + c;
+    if (gr >= M || gc >= N) continue;
+    const u32 at = part + (r * PART_PITCH + c) * 4;
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (u32 p = 0; p < SK; ++p) {
+      const u32 from = peer_addr(at, p);
+      const float4 x = ld_cluster_f4(from), y = ld_cluster_f4(from + 16);
+      v[0] += x.x, v[1] += x.y, v[2] += x.z, v[3] += x.w;
+      v[4] += y.x, v[5] += y.y, v[6] += y.z, v[7] += y.w;
+    }
+    store8(C, N, gr, gc,
+           make_uint4(pack2(v[0], v[1]), pack2(v[2], v[3]), pack2(v[4], v[5]), pack2(v[6], v[7])),
+           vec);
+  }
+}
 
 #if CL != 0
 #define KILN_CLUSTER_DIMS __cluster_dims__(2, 1, 1)
+#elif SK > 1
+#define KILN_CLUSTER_DIMS __cluster_dims__(SK, 1, 1)
 #else
 #define KILN_CLUSTER_DIMS
 #endif
@@ -563,7 +622,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     m0_ = static_cast<long long>(tm_) * BM;
     n0_ = static_cast<long long>(tn_) * BN;
   };
-  const int unit0 = CL == 0 ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x / 2);
+  const int unit0 = static_cast<int>(blockIdx.x) / (CL != 0 ? 2 : SK);
   long long m0_top = 0, n0_top = 0;  // PERS 0: this CTA's only tile
   if constexpr (PERS == 0) tile_origin(unit0, m0_top, n0_top);
   // Origin of unit u's tile (PERS 0: the one computed above).
@@ -575,6 +634,10 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       tile_origin(u, m0_, n0_);
     }
   };
+  // This CTA's K slices of a unit: KTL slices from kb (split-K: its share; otherwise all KT).
+  const int KT = static_cast<int>((K + BK - 1) / BK);
+  const int kb = SK == 1 ? 0 : static_cast<int>(cluster_rank()) * KT / SK;
+  const int KTL = SK == 1 ? KT : (static_cast<int>(cluster_rank()) + 1) * KT / SK - kb;
   // Calls body(u, g0) for each unit of this CTA; g0 = number of K slices of its earlier units
   // (the ring's stages and barrier phases run on across units).
   auto for_units = [&](auto&& body) {
@@ -583,15 +646,13 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     } else {
       const int units = static_cast<int>(((M + TM - 1) / TM) * ((N + TN - 1) / TN));
       const int stride = CL == 0 ? static_cast<int>(gridDim.x) : static_cast<int>(gridDim.x / 2);
-      const int kt_n = static_cast<int>((K + BK - 1) / BK);
       int g0 = 0;
-      for (int u = unit0; u < units; u += stride, g0 += kt_n) body(u, g0);
+      for (int u = unit0; u < units; u += stride, g0 += KTL) body(u, g0);
     }
   };
-  const u32 rank = CL == 0 ? 0u : cluster_rank();
+  const u32 rank = CL == 0 && SK == 1 ? 0u : cluster_rank();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool aligned = rows_aligned(A, B, N, K);
-  const int KT = static_cast<int>((K + BK - 1) / BK);
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -615,11 +676,11 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       for_units([&](int u, int g0) {
         long long m0, n0;
         origin(u, m0, n0);
-        for (int kt = 0; kt < KT; ++kt) {
-          const int g = g0 + kt;
+        for (int i = 0; i < KTL; ++i) {
+          const int g = g0 + i;
           const int s = g % STAGES;
           if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
-          const long long k0 = static_cast<long long>(kt) * BK;
+          const long long k0 = static_cast<long long>(kb + i) * BK;
           const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
           const int mode_a = !aligned ? 2 : (m0 + BM <= M && k0 + BK <= K) ? 0 : 1;
           const int mode_b = !aligned ? 2 : (k0 + BK <= K && n0 + BN <= N) ? 0 : 1;
@@ -643,12 +704,12 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       for_units([&](int u, int g0) {
         long long m0, n0;
         origin(u, m0, n0);
-        for (int kt = 0; kt < KT; ++kt) {
-          const int g = g0 + kt;
+        for (int i = 0; i < KTL; ++i) {
+          const int g = g0 + i;
           const int s = g % STAGES;
           if (g >= STAGES) mbar_wait_cluster(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
           if (ptid == 0) mbar_arrive_expect_tx(full_bar + 8 * s, HALF_BYTES);  // the peer's half
-          const long long k0 = static_cast<long long>(kt) * BK;
+          const long long k0 = static_cast<long long>(kb + i) * BK;
           const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
           if constexpr (CL == 1) {  // share B: this CTA loads columns [rank * BN/2, +BN/2)
             const long long nh = n0 + rank * (BN / 2);
@@ -690,8 +751,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       const u32 peer = rank ^ 1u;
       const u32 half_off = (CL == 1 ? A_BYTES : 0u) + rank * HALF_BYTES;
       for_units([&](int, int g0) {
-        for (int kt = 0; kt < KT; ++kt) {
-          const int g = g0 + kt;
+        for (int i = 0; i < KTL; ++i) {
+          const int g = g0 + i;
           const int s = g % STAGES;
           mbar_wait(half_bar + 8 * s, (g / STAGES) & 1);
           // The half was written by cp.async / st.shared (generic proxy); the bulk copy reads it
@@ -715,8 +776,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         for (int i = 0; i < NACC; ++i) acc[mb][i] = 0.f;
         fence_acc(acc[mb]);
       }
-      for (int kt = 0; kt < KT; ++kt) {
-        const int g = g0 + kt;
+      for (int i = 0; i < KTL; ++i) {
+        const int g = g0 + i;
         const int s = g % STAGES;
         mbar_wait(full_bar + 8 * s, (g / STAGES) & 1);
         // The cp.async writes (generic proxy) are now visible to this thread; order them before
@@ -740,7 +801,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         // Slice g-1's wgmma have retired: hand its stage back to the producers (of both CTAs).
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        if (kt > 0 && lane == 0) {
+        if (i > 0 && lane == 0) {
           const u32 ps = 8 * ((g - 1) % STAGES);
           mbar_arrive(empty_bar + ps);
           if (CL != 0) mbar_arrive_remote(peer_addr(empty_bar + ps, cluster_rank() ^ 1u));
@@ -749,7 +810,24 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb) fence_acc(acc[mb]);
-      if constexpr (PERS == 0) {
+      if constexpr (SK > 1) {
+        // Split-K: every consumer's wgmma have retired, so the ring is free for this CTA's f32
+        // partial tile; the reduction after the role branches reads it.
+        consumer_sync();
+        float* part = reinterpret_cast<float*>(smem_raw + (sbase - raw));
+#pragma unroll
+        for (int mb = 0; mb < MW; ++mb) {
+          const int r = (wg * MW + mb) * 64 + wq * 16 + (lane >> 2);
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j) {
+            const int c = j * 8 + 2 * (lane & 3);
+            *reinterpret_cast<float2*>(part + r * PART_PITCH + c) =
+                make_float2(acc[mb][4 * j], acc[mb][4 * j + 1]);
+            *reinterpret_cast<float2*>(part + (r + 8) * PART_PITCH + c) =
+                make_float2(acc[mb][4 * j + 2], acc[mb][4 * j + 3]);
+          }
+        }
+      } else if constexpr (PERS == 0) {
         long long m0, n0;
         // Clusters: the peer is done with this CTA's shared memory (its bulk copies into it were
         // consumed, its reads of this CTA's halves completed before it consumed them, its remote
@@ -784,7 +862,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         // already loading): 4-byte stores of column pairs, element-wise at a ragged right edge
         // or when rows of C are not 4-byte aligned.
         if (lane == 0) {
-          const u32 ps = 8 * ((g0 + KT - 1) % STAGES);
+          const u32 ps = 8 * ((g0 + KTL - 1) % STAGES);
           mbar_arrive(empty_bar + ps);
           if (CL != 0) mbar_arrive_remote(peer_addr(empty_bar + ps, cluster_rank() ^ 1u));
         }
@@ -814,6 +892,15 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       }
     });
     if constexpr (PERS != 0 && CL != 0) cluster_sync();  // matches the producers' one above
+  }
+  if constexpr (SK > 1) {
+    // Every thread of the cluster (producers too) takes part: the first barrier publishes all
+    // partial tiles, the second keeps this CTA's alive until its peers have read it.
+    cluster_sync();
+    long long m0, n0;
+    origin(unit0, m0, n0);
+    reduce_partials(sbase, rank, C, M, N, m0, n0, tid);
+    cluster_sync();
   }
 }
 #else

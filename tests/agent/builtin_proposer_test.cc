@@ -77,7 +77,7 @@ TEST(BuiltinProposer, DefaultTiersClassifyByWellKnownNames) {
   ASSERT_EQ(t.size(), 5u);
   EXPECT_EQ(t[0], (std::vector<std::string>{"BM", "BN"}));
   EXPECT_EQ(t[1], (std::vector<std::string>{"GROUP_M"}));  // the rasterization order: L2 reuse
-  EXPECT_EQ(t[2], (std::vector<std::string>{"BK", "STAGES", "WM", "WN"}));
+  EXPECT_EQ(t[2], (std::vector<std::string>{"BK", "SK", "STAGES", "WM", "WN"}));
   EXPECT_EQ(t[3], (std::vector<std::string>{"IMPL"}));
   EXPECT_EQ(t[4], (std::vector<std::string>{"CL", "PERS"}));  // names the playbook does not know
 
@@ -405,9 +405,9 @@ TEST(BuiltinProposer, SwitchVariantChangesTheStructuralParameterAndRepairs) {
   ASSERT_NE(matmul.spec, nullptr);
   BuiltinProposer proposer(*matmul.spec, matmul.shape, matmul.dtype);
   EXPECT_EQ(proposer.structural(), std::vector<std::string>{"IMPL"});
-  const Params mma = {{"IMPL", "0"}, {"BM", "128"},   {"BN", "128"},   {"BK", "32"},
-                      {"WM", "2"},   {"WN", "2"},     {"STAGES", "3"}, {"CL", "0"},
-                      {"PERS", "0"}, {"GROUP_M", "8"}};
+  const Params mma = {{"IMPL", "0"}, {"BM", "128"},    {"BN", "128"},   {"BK", "32"},
+                      {"WM", "2"},   {"WN", "2"},      {"STAGES", "3"}, {"CL", "0"},
+                      {"PERS", "0"}, {"GROUP_M", "8"}, {"SK", "1"}};
   ASSERT_TRUE(proposer.valid(mma));
   SeenSet seen;
   seen.configs.insert(mma);
@@ -417,9 +417,9 @@ TEST(BuiltinProposer, SwitchVariantChangesTheStructuralParameterAndRepairs) {
   EXPECT_EQ(p.operator_name, "switch_variant");
   EXPECT_EQ(p.tier, 3);
   // The wgmma variant needs BK=64 and one warp per dimension; the tile and stages stay.
-  const Params wgmma = {{"IMPL", "1"}, {"BM", "128"},   {"BN", "128"},   {"BK", "64"},
-                        {"WM", "1"},   {"WN", "1"},     {"STAGES", "3"}, {"CL", "0"},
-                        {"PERS", "0"}, {"GROUP_M", "8"}};
+  const Params wgmma = {{"IMPL", "1"}, {"BM", "128"},    {"BN", "128"},   {"BK", "64"},
+                        {"WM", "1"},   {"WN", "1"},      {"STAGES", "3"}, {"CL", "0"},
+                        {"PERS", "0"}, {"GROUP_M", "8"}, {"SK", "1"}};
   EXPECT_EQ(p.params, wgmma) << cli::format_params(p.params);
   EXPECT_EQ(p.description,
             "switch_variant IMPL 0->1 (tier 3: advanced); repair BK 32->64, WM 2->1, WN 2->1");
