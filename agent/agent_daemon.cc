@@ -74,9 +74,10 @@ proto::Proposal BuiltinAgent::answer(const proto::ProposeTask& task) {
   }
   const proto::ParentInfo& parent = task.parents.front();
   const Params* second = task.parents.size() > 1 ? &task.parents[1].params : nullptr;
-  std::set<Params> parents;
-  for (const auto& p : task.parents) parents.insert(p.params);
-  SeenFn seen = [&](const Params& p) { return pt.proposed.count(p) > 0 || parents.count(p) > 0; };
+  // Seen: what this agent proposed before, the parents, and what the population evaluated.
+  std::set<Params> known(task.evaluated.begin(), task.evaluated.end());
+  for (const auto& p : task.parents) known.insert(p.params);
+  SeenFn seen = [&](const Params& p) { return pt.proposed.count(p) > 0 || known.count(p) > 0; };
   std::string reason;
   const uint32_t want = std::max<uint32_t>(1, task.count);
   auto add = [&](Params params, std::string op, std::string note) {

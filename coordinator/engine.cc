@@ -294,7 +294,7 @@ Status Engine::top_up(size_t t) {
 Status Engine::submit_child(size_t t, const Individual& parent, uint32_t island,
                             const std::string& id, const std::string& source, const Params& params,
                             std::string op, std::string model) {
-  targets_[t]->child_proposed(id, source, island, parent.id);
+  targets_[t]->child_proposed(id, source, params, island, parent.id);
   Pending p;
   p.kind = TaskKind::kChild;
   p.parent = parent;

@@ -182,7 +182,7 @@ Status Engine::replay_submit(const SubmitEvent& e) {
       // The same changes top_up() / on_proposal() made when this child was proposed, and the note
       // the proposer made then: the tier progression replays too.
       if (st.proposer) st.proposer->replay_proposal(e.params, e.op);
-      st.child_proposed(e.candidate, source, e.island, e.parent);
+      st.child_proposed(e.candidate, source, e.params, e.island, e.parent);
       const Individual* parent = e.island < st.population.islands().size()
                                      ? st.population.island(e.island).find(e.parent)
                                      : nullptr;

@@ -84,10 +84,17 @@ void TargetSearch::seed_sent(const std::string& id, const std::string& source) {
   enter(Phase::kEvaluatingSeed);
 }
 
-void TargetSearch::child_proposed(const std::string& id, const std::string& source, uint32_t island,
+void TargetSearch::child_proposed(const std::string& id, const std::string& source,
+                                  const Params& params, uint32_t island,
                                   const std::string& parent_id) {
   seen.insert(id);
-  if (backend && backend->tunable && source != backend->tunable->source) sources[id] = source;
+  if (backend && backend->tunable && source != backend->tunable->source) {
+    sources[id] = source;
+  } else if (!params.empty()) {
+    template_configs.push_back(params);
+    if (template_configs.size() > proto::ProposeTask::kMaxEvaluatedSent)
+      template_configs.pop_front();
+  }
   Status counted = population.record_proposal(island, parent_id);
   (void)counted;  // a parent dropped since still counts towards convergence
 }
@@ -158,6 +165,7 @@ proto::ProposeTask TargetSearch::agent_task(const Individual& parent, const Indi
   task.operator_hint = proposer ? proposer->tier_name(proposer->current_tier()) : "";
   task.failure_logs.assign(failure_notes.begin(), failure_notes.end());
   task.failed_children.assign(failed_for_agents.begin(), failed_for_agents.end());
+  task.evaluated.assign(template_configs.begin(), template_configs.end());
   return task;
 }
 

@@ -78,10 +78,11 @@ class TargetSearch {
 
   // Proposals. The seed's task was sent: it is seen, and its time is awaited.
   void seed_sent(const std::string& id, const std::string& source);
-  // A child's task is about to be sent: it is seen (with its source when that is its own) and
-  // counts as a proposal from its parent.
-  void child_proposed(const std::string& id, const std::string& source, uint32_t island,
-                      const std::string& parent_id);
+  // A child's task is about to be sent: it is seen (with its source when that is its own; its
+  // configuration, when it is the template's, for agents to avoid) and counts as a proposal from
+  // its parent.
+  void child_proposed(const std::string& id, const std::string& source, const Params& params,
+                      uint32_t island, const std::string& parent_id);
   // A child of the seed: the first template configuration not seen yet (in the space's order),
   // then random ones of the next 64; nullopt when every configuration was seen. `configs`: the
   // template's valid configurations.
@@ -146,6 +147,9 @@ class TargetSearch {
   Population population;
   std::unique_ptr<agent::BuiltinProposer> proposer;
   SeenSet seen;
+  // The template configurations proposed, oldest first, the latest kMaxEvaluatedSent of them
+  // (ProposeTask.evaluated).
+  std::deque<Params> template_configs;
   std::map<std::string, double> fraction_of_floor;  // by candidate id
   std::map<std::string, std::string> sources;       // by candidate id (seed, agents' own)
   bool seed_verified = false;

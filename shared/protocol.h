@@ -159,6 +159,10 @@ struct ProposeTask {
   std::string operator_hint;
   uint32_t count = 1;  // proposals wanted
   std::vector<FailedChild> failed_children;
+  // Template configurations the population has evaluated or has in flight (the latest ones, up
+  // to kMaxEvaluatedSent), so that an agent does not propose them again.
+  std::vector<std::map<std::string, std::string>> evaluated;
+  static constexpr size_t kMaxEvaluatedSent = 1024;
   bool operator==(const ProposeTask&) const = default;
 };
 

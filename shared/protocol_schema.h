@@ -90,6 +90,7 @@ void fields(V& v, Is<ProposeTask> auto& m) {
   v("operator_hint", m.operator_hint, kOptional);
   v("count", m.count, kOptional);
   v("failed_children", m.failed_children, kOptional);
+  v("evaluated", m.evaluated, kOptional);
 }
 
 template <class V>

@@ -221,8 +221,25 @@ TEST(BuiltinAgent, ASeedParentGetsEveryConfigurationOfTheTemplateOnceInRandomOrd
   }
   EXPECT_NE(got, sweep) << "drawn in sweep order";  // by chance: 1 in 8!
   std::sort(got.begin(), got.end());
-  std::sort(sweep.begin(), sweep.end());
-  EXPECT_EQ(got, sweep);
+  std::vector<Params> sorted = sweep;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(got, sorted);
+
+  // What the population already has (the task's `evaluated`) is not drawn: with 6 of the 8
+  // evaluated, a new agent draws exactly the other 2, then says the space is spent.
+  BuiltinAgent fresh(dir, 11);
+  proto::ProposeTask task = propose("e1", "reduce", cpu.seed.defines);
+  task.count = 4;
+  task.evaluated.assign(sweep.begin(), sweep.begin() + 6);
+  proto::Proposal p = fresh.answer(task);
+  ASSERT_TRUE(p.error.empty()) << p.error;
+  std::set<Params> drawn;
+  for (const auto& c : p.candidates) drawn.insert(c.params);
+  EXPECT_EQ(drawn, (std::set<Params>{sweep[6], sweep[7]}));
+  task.task_id = "e2";
+  p = fresh.answer(task);
+  EXPECT_TRUE(p.candidates.empty());
+  EXPECT_NE(p.error.find("every configuration"), std::string::npos) << p.error;
 }
 
 TEST_F(AgentDaemonTest, ProposalsHeldByAnAgentThatStopsFailOnceAndUntakenOnesTimeOut) {

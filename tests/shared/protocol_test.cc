@@ -58,8 +58,13 @@ std::vector<Envelope> sample_envelopes() {
                       {"error: x undefined", "timeout"},
                       "memory_access",
                       5,
-                      {FailedChild{"c-9", "cand-1", "__global__ void k() { x; }", {{"BLOCK", "64"}},
-                                   "compile_error", "error: identifier \"x\" is undefined"}}};
+                      {FailedChild{"c-9",
+                                   "cand-1",
+                                   "__global__ void k() { x; }",
+                                   {{"BLOCK", "64"}},
+                                   "compile_error",
+                                   "error: identifier \"x\" is undefined"}},
+                      {{{"BLOCK", "128"}}, {{"BLOCK", "256"}}}};
   EvaluationResult result{
       "t-1",
       "c-abc",
