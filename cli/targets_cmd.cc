@@ -93,9 +93,9 @@ int compile_all(const std::vector<CompileJob>& jobs, eval::Compiler& compiler, u
   return failed;
 }
 
-// Checks one kernel (seed or one template configuration) of one backend: geometry at every
-// shape and the static scan here (failures printed), compiles queued on `jobs`. Returns the
-// number of problems found so far.
+// Checks one kernel (seed or one template configuration) of one backend: geometry and tensor maps
+// at every shape and the static scan here (failures printed), compiles queued on `jobs`. Returns
+// the number of problems found so far.
 int check_kernel(const TargetSpec& t, const std::string& backend, const BackendSpec& b,
                  const KernelSpec& spec, const std::map<std::string, std::string>& params,
                  const std::string& label, const std::string& arch, std::set<std::string>* scanned,
@@ -114,6 +114,10 @@ int check_kernel(const TargetSpec& t, const std::string& backend, const BackendS
         if (threads == 0 || threads > kMaxThreadsPerBlock) why = std::to_string(threads) + " threads per block";
         if (g->shared_bytes > kMaxSharedBytes) why = std::to_string(g->shared_bytes) + " bytes of shared memory";
         if (g->grid[0] == 0 || g->grid[1] == 0 || g->grid[2] == 0) why = "an empty grid";
+      }
+      if (why.empty()) {
+        Result<std::vector<TensorMapArg>> maps = tensor_maps_at(t, spec.tensor_maps, params, sh, d);
+        if (!maps.is_ok()) why = maps.status().message();
       }
       if (!why.empty()) {
         std::printf("  FAIL %s %s %s: launch geometry at %s: %s\n", backend.c_str(), label.c_str(),

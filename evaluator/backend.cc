@@ -26,4 +26,11 @@ KernelArg KernelArg::float32(float v) {
   return a;
 }
 
+KernelArg KernelArg::tensor_map(const unsigned char (&map)[kTensorMapBytes]) {
+  KernelArg a;
+  std::memcpy(a.bytes, map, kTensorMapBytes);
+  a.size = kTensorMapBytes;
+  return a;
+}
+
 }  // namespace kiln::eval

@@ -12,6 +12,7 @@
 
 #include "shared/dtype.h"
 #include "shared/status.h"
+#include "shared/tensor_map_spec.h"
 
 namespace kiln::eval {
 
@@ -66,13 +67,16 @@ struct LaunchGeometry {
   uint32_t shared_bytes = 0;  // dynamic shared memory
 };
 
-// A kernel argument value as the launch passes it (pointer, int64 or float), kept as raw bytes
-// so that the driver's kernelParams (an array of pointers to values) can point at it.
+// A kernel argument value as the launch passes it (pointer, int64, float or a 128-byte tensor
+// map), kept as raw bytes so that the driver's kernelParams (an array of pointers to values) can
+// point at it.
 struct KernelArg {
+  static constexpr size_t kTensorMapBytes = 128;
   static KernelArg pointer(void* p);
   static KernelArg int64(int64_t v);
   static KernelArg float32(float v);
-  alignas(8) unsigned char bytes[8] = {};
+  static KernelArg tensor_map(const unsigned char (&map)[kTensorMapBytes]);
+  alignas(64) unsigned char bytes[kTensorMapBytes] = {};
   size_t size = 0;
 };
 
@@ -111,6 +115,14 @@ class Device {
 
   // SM clock in MHz now, or 0 when the backend cannot tell (throttling detection).
   virtual int sm_clock_mhz() = 0;
+
+  // The tensor map (TMA descriptor) of `map` over the tensor at `base` (from alloc), encoded as
+  // the kernel takes it; 128 zero bytes where !map.encodable. kUnimplemented where the backend
+  // has none; kInvalidArgument where the driver refuses the layout (the candidate's fault).
+  virtual Result<KernelArg> tensor_map(const TensorMapArg& map, void* base) {
+    (void)map, (void)base;
+    return unimplemented("the " + backend() + " backend has no tensor maps");
+  }
 
   // One launch profiled (see evaluator/profile/): hardware counters and the function's resource
   // use by the keys of evaluator/profile/metric_names.h, and a notice naming what could not be

@@ -52,6 +52,9 @@ class OwningCudaDevice final : public Device {
     return device_->time_launch(kernel, geometry, args, flush_l2);
   }
   int sm_clock_mhz() override { return device_->sm_clock_mhz(); }
+  Result<KernelArg> tensor_map(const TensorMapArg& map, void* base) override {
+    return device_->tensor_map(map, base);
+  }
   Result<LaunchProfile> profile_launch(KernelHandle kernel, const LaunchGeometry& geometry,
                                        const std::vector<KernelArg>& args) override {
     return device_->profile_launch(kernel, geometry, args);

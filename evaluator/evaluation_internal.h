@@ -210,6 +210,16 @@ class CandidateEvaluator::Impl {
   Result<LaunchGeometry> geometry(const CandidateSpec& c, const Shape& shape, DType dtype) const {
     return launch_geometry(*c.geometry, shape, dtype, c.params);
   }
+  // The launch's arguments at `shape`: tensors, dims and scalars, then the tensor maps the kernel
+  // takes with its parameters (an error names a map its configuration cannot have).
+  Result<nlohmann::json> launch_args(const CandidateSpec& c, const Shape& shape,
+                                     DType dtype) const {
+    nlohmann::json args = args_json(target, shape);
+    KILN_ASSIGN_OR_RETURN(std::vector<TensorMapArg> maps,
+                          tensor_maps_at(target, c.geometry->tensor_maps, c.params, shape, dtype));
+    for (const TensorMapArg& m : maps) args.push_back(tensor_map_json(m));
+    return args;
+  }
 
   // Generates the inputs of one set into the arena and a private copy, and computes the reference.
   struct SetData {
@@ -291,9 +301,10 @@ class CandidateEvaluator::Impl {
   // its values, class and note go into `r`. Never changes the outcome: a profile that cannot be
   // taken leaves a note. The notice about missing counters is said once per evaluator: through
   // `say` when the caller shows progress, else in the log.
-  void profile_phase(KernelHandle handle, const LaunchGeometry& geometry, const Shape& shape,
-                     const nlohmann::json& tensors, proto::EvaluationResult* r,
-                     const std::function<void(const std::string&)>& say, bool has_progress);
+  void profile_phase(KernelHandle handle, const LaunchGeometry& geometry,
+                     const nlohmann::json& args, const nlohmann::json& tensors,
+                     proto::EvaluationResult* r, const std::function<void(const std::string&)>& say,
+                     bool has_progress);
   bool profile_notice_said = false;
 
   // `reuse` hands over the buffers of an earlier set of the same shape: large host vectors that
@@ -494,10 +505,12 @@ class CandidateEvaluator::Impl {
                           const SetData& d, unsigned char poison, const std::string& what) {
     Result<LaunchGeometry> g = geometry(c, cs.shape, cs.dtype);
     if (!g.is_ok()) return {CaseKind::kCrash, 0, "launch geometry: " + g.status().message(), {}};
+    Result<nlohmann::json> args = launch_args(c, cs.shape, cs.dtype);
+    if (!args.is_ok()) return {CaseKind::kCrash, 0, args.status().message(), {}};
     nlohmann::json req = geometry_json(*g);
     req["op"] = "run";
     req["handle"] = handle;
-    req["args"] = args_json(target, cs.shape);
+    req["args"] = std::move(args).value();
     req["tensors"] = tensors_json(d.slots);
     req["poison"] = poison;
     Result<nlohmann::json> reply = sandbox->call(req, options.phase_timeout_ms);

@@ -10,14 +10,15 @@
 namespace kiln::eval {
 
 void CandidateEvaluator::Impl::profile_phase(KernelHandle handle, const LaunchGeometry& geometry,
-                                             const Shape& shape, const nlohmann::json& tensors,
+                                             const nlohmann::json& args,
+                                             const nlohmann::json& tensors,
                                              proto::EvaluationResult* r,
                                              const std::function<void(const std::string&)>& say,
                                              bool has_progress) {
   nlohmann::json req = geometry_json(geometry);
   req.update({{"op", "profile"},
               {"handle", handle},
-              {"args", args_json(target, shape)},
+              {"args", args},
               {"tensors", tensors},
               {"poison", kPoisonA}});
   // Kernel replay runs the kernel once per pass (a handful) and saves/restores its memory.

@@ -178,6 +178,11 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     stage("timed_outputs", false, g.status().message(), 0, 0);
     return proto::Outcome::kCrash;
   }
+  Result<nlohmann::json> args = launch_args(c, bench, dtype);
+  if (!args.is_ok()) {
+    stage("timed_outputs", false, args.status().message(), 0, 0);
+    return proto::Outcome::kCrash;
+  }
   const bool rotate = sets.size() >= 2;
   nlohmann::json sets_json = nlohmann::json::array();
   for (auto& set : sets) sets_json.push_back(tensors_json(set.slots));
@@ -228,7 +233,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   nlohmann::json req = geometry_json(*g);
   req.update({{"op", "time"},
               {"handle", handle},
-              {"args", args_json(target, bench)},
+              {"args", *args},
               {"sets", sets_json},
               {"warmup", options.warmup},
               {"min_samples", options.min_samples},
@@ -459,7 +464,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
       std::to_string(t.samples) + " samples, noise " + fmt_double(t.noise_rel * 100) + "%" +
       (clock_note.empty() ? "" : ", " + clock_note));
   if (options.profile || c.profile) {
-    profile_phase(handle, *g, bench, sets_json[0], r, say, has_progress);
+    profile_phase(handle, *g, *args, sets_json[0], r, say, has_progress);
     r->metrics["profiled_at_ms"] = phase_ms();
   }
   return std::nullopt;

@@ -8,6 +8,8 @@ constexpr const char* kCudaPrelude = R"(// kiln prelude (cuda)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 typedef KILN_DTYPE T;
+// A tensor map parameter (target.json "tensor_maps"): const __grid_constant__ kiln_tensor_map.
+struct __align__(64) kiln_tensor_map { unsigned long long opaque[16]; };
 static __device__ __forceinline__ float to_f32(float x) { return x; }
 static __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 static __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }

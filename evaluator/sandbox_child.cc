@@ -10,7 +10,8 @@
 //   {"op":"unload","handle":h} -> {"ok":true}
 //   {"op":"run",<launch>,"tensors":[<tensor>,...],"poison":byte} -> {"ok":true,"guards":[...]}
 //     <launch> = "handle":h,"grid":[x,y,z],"block":[x,y,z],"shared_bytes":n (default 0),
-//                "args":[{"tensor":i}|{"i64":v}|{"f32":v},...] in parameter order
+//                "args":[{"tensor":i}|{"i64":v}|{"f32":v}|{"tmap":m},...] in parameter order; m as
+//                tensor_map_json writes it (shared/tensor_map_spec.h), encoded over tensor m.tensor
 //     <tensor> = {"offset":o,"bytes":b,"out":bool,"after":o2,"scratch":bool}; "after" is required
 //     for inputs; a scratch tensor (never out, no after) is zero-filled when placed and otherwise
 //     left alone: not copied in, back, poisoned or rotated.

@@ -161,6 +161,14 @@ Result<std::vector<KernelArg>> ChildServer::kernel_args(const LaunchFields& laun
                                 std::to_string(buffers.size()) + " tensors");
       }
       args.push_back(KernelArg::pointer(buffers[index]));
+    } else if (a.contains("tmap")) {
+      KILN_ASSIGN_OR_RETURN(TensorMapArg map, tensor_map_from_json(a["tmap"]));
+      if (static_cast<size_t>(map.tensor) >= buffers.size()) {
+        return invalid_argument("args: tensor map over tensor " + std::to_string(map.tensor) +
+                                " but only " + std::to_string(buffers.size()) + " tensors");
+      }
+      KILN_ASSIGN_OR_RETURN(KernelArg arg, device_.tensor_map(map, buffers[map.tensor]));
+      args.push_back(arg);
     } else if (a.contains("i64")) {
       args.push_back(KernelArg::int64(a["i64"].get<int64_t>()));
     } else {

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "shared/tensor_map_spec.h"
+
 namespace kiln::eval {
 namespace {
 
@@ -41,13 +43,20 @@ Result<LaunchFields> parse_launch(JsonFields& fields) {
   if (args == nullptr || !args->is_array()) return fields.field_error("args", "expected an array");
   for (size_t i = 0; i < args->size(); ++i) {
     const json& a = (*args)[i];
+    const std::string key = "args[" + std::to_string(i) + "]";
+    if (a.is_object() && a.size() == 1 && a.contains("tmap")) {
+      Result<TensorMapArg> map = tensor_map_from_json(a["tmap"]);
+      if (!map.is_ok()) return fields.field_error(key, map.status().message());
+      launch.args.push_back(a);
+      continue;
+    }
     bool valid = a.is_object() && a.size() == 1 &&
                  ((a.contains("tensor") && a["tensor"].is_number_unsigned()) ||
                   (a.contains("i64") && a["i64"].is_number_integer()) ||
                   (a.contains("f32") && a["f32"].is_number()));
     if (!valid) {
-      return fields.field_error("args[" + std::to_string(i) + "]",
-                                "expected {\"tensor\": i}, {\"i64\": v} or {\"f32\": v}");
+      return fields.field_error(
+          key, "expected {\"tensor\": i}, {\"i64\": v}, {\"f32\": v} or {\"tmap\": {...}}");
     }
     launch.args.push_back(a);
   }

@@ -43,6 +43,10 @@ JsonFields::JsonFields(const nlohmann::json& object, std::string source, std::st
   }
 }
 
+JsonFields JsonFields::nested(const nlohmann::json& value, const std::string& key) const {
+  return JsonFields(value, source_, path_.empty() ? key : path_ + "." + key);
+}
+
 std::string JsonFields::where(const std::string& key) const {
   return source_ + ": field '" + (path_.empty() ? key : path_ + "." + key) + "'";
 }

@@ -44,6 +44,9 @@ class JsonFields {
 
   // A nested object (for recursion); absent -> std::nullopt, or an error when required.
   Result<std::optional<JsonFields>> object(const std::string& key, bool required = false);
+  // A view of `value`, a part of this object's field named `key` (e.g. "maps[2]" for an element of
+  // the array "maps"), whose errors name it by its path.
+  JsonFields nested(const nlohmann::json& value, const std::string& key) const;
   // The raw value (absent -> nullptr) for fields with their own structure; marks the key read.
   const nlohmann::json* raw(const std::string& key);
   bool has(const std::string& key) const;

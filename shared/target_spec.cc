@@ -57,6 +57,7 @@ Status read_kernel(JsonFields& f, const fs::path& dir, bool tunable, KernelSpec*
   KILN_RETURN_IF_ERROR(read_three(f, "block", k->block));
   KILN_RETURN_IF_ERROR(f.get("shared_bytes", &k->shared_bytes));
   KILN_RETURN_IF_ERROR(f.get("constraints", &k->constraints));
+  KILN_RETURN_IF_ERROR(read_tensor_maps(f, &k->tensor_maps));
   if (const nlohmann::json* p = f.raw("params")) {
     if (!tunable) return f.field_error("params", "only a template has a parameter space");
     if (!p->is_object()) return f.field_error("params", "expected an object of value lists");
@@ -150,6 +151,12 @@ Status validate_expressions(const TargetSpec& t, const std::string& source) {
       }
       Result<int64_t> smem = eval_int_expr(k->shared_bytes, kv);
       if (!smem.is_ok()) return invalid_argument(source + ": field '" + which + ".shared_bytes': " + smem.status().message());
+      if (!k->tensor_maps.empty() && name != "cuda") {
+        return invalid_argument(source + ": field '" + which +
+                                ".tensor_maps': tensor maps are for the cuda backend only");
+      }
+      KILN_RETURN_IF_ERROR(check_tensor_map_specs(t, k->tensor_maps,
+                                                  source + ": field '" + which + ".tensor_maps'"));
     }
   }
   return Status::ok();

@@ -12,6 +12,7 @@
 #include "shared/dtype.h"
 #include "shared/expr.h"
 #include "shared/status.h"
+#include "shared/tensor_map_spec.h"
 
 namespace kiln {
 
@@ -55,6 +56,7 @@ struct KernelSpec {
   std::string grid[3] = {"1", "1", "1"};                  // expressions of dims and params
   std::string block[3] = {"1", "1", "1"};
   std::string shared_bytes = "0";
+  std::vector<TensorMapSpec> tensor_maps;  // cuda: passed after the scalars (docs/targets.md)
 };
 
 struct BackendSpec {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "evaluator/profile/metric_names.h"
@@ -274,6 +275,54 @@ Result<double> CudaDevice::time_launch(eval::KernelHandle kernel,
 }
 
 int CudaDevice::sm_clock_mhz() { return api_.sm_clock_mhz(pci_bus_id_); }
+
+Result<eval::KernelArg> CudaDevice::tensor_map(const TensorMapArg& m, void* base) {
+  static_assert(sizeof(CUtensorMap) == eval::KernelArg::kTensorMapBytes);
+  unsigned char bytes[eval::KernelArg::kTensorMapBytes] = {};
+  if (!m.encodable) return eval::KernelArg::tensor_map(bytes);
+  CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  switch (m.dtype) {
+    case DType::kF16:
+      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+      break;
+    case DType::kBF16:
+      type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      break;
+    case DType::kF32:
+      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+      break;
+    case DType::kF64:
+      type = CU_TENSOR_MAP_DATA_TYPE_FLOAT64;
+      break;
+    case DType::kI32:
+      type = CU_TENSOR_MAP_DATA_TYPE_INT32;
+      break;
+    case DType::kI64:
+      type = CU_TENSOR_MAP_DATA_TYPE_INT64;
+      break;
+  }
+  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE;
+  if (m.swizzle == 32) swizzle = CU_TENSOR_MAP_SWIZZLE_32B;
+  if (m.swizzle == 64) swizzle = CU_TENSOR_MAP_SWIZZLE_64B;
+  if (m.swizzle == 128) swizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  const std::vector<cuuint64_t> dims(m.dims.begin(), m.dims.end());
+  const std::vector<cuuint64_t> strides(m.strides_bytes.begin(), m.strides_bytes.end());
+  const std::vector<cuuint32_t> box(m.box.begin(), m.box.end());
+  const std::vector<cuuint32_t> element_strides(m.dims.size(), 1);
+  CUtensorMap map;
+  const CUresult r = api_.cuTensorMapEncodeTiled(
+      &map, type, static_cast<cuuint32_t>(dims.size()), base, dims.data(),
+      strides.empty() ? nullptr : strides.data(), box.data(), element_strides.data(),
+      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    // Not the device's trouble (nothing was launched): the layout the spec asked for.
+    return invalid_argument("cuTensorMapEncodeTiled refused the tensor map of tensor " +
+                            std::to_string(m.tensor) + ": " + api_.error_name(r));
+  }
+  std::memcpy(bytes, &map, sizeof(map));
+  return eval::KernelArg::tensor_map(bytes);
+}
 
 Result<KernelAttributes> CudaDevice::kernel_attributes(eval::KernelHandle kernel) {
   KILN_RETURN_IF_ERROR(enter());

@@ -75,6 +75,9 @@ class CudaDevice final : public eval::Device {
 
   int sm_clock_mhz() override;  // through NVML; 0 when NVML is absent
 
+  // cuTensorMapEncodeTiled: no interleave, 128-byte L2 promotion, zeros outside the tensor.
+  Result<eval::KernelArg> tensor_map(const TensorMapArg& map, void* base) override;
+
   // Function attributes, theoretical occupancy, then the launch once more under the CUPTI Range
   // Profiler (kernel replay). CUPTI is loaded at the first call; when it is missing or counters
   // are not permitted the notice says so (once for good: later calls do not retry) and only the

@@ -18,6 +18,7 @@ namespace kiln::cuda {
 // (cuMemAlloc -> cuMemAlloc_v2, cuCtxCreate -> cuCtxCreate_v4 in CUDA 13, whose signature takes a
 // CUctxCreateParams*); X(name) sees the name after that expansion, so the field's type comes from
 // the header's own declaration and dlsym looks up the symbol the header means.
+// clang-format off
 #define KILN_CUDA_DRIVER_FUNCTIONS(X)                                                            \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGet)           \
   X(cuDeviceGetCount) X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceGetPCIBusId)         \
@@ -28,7 +29,9 @@ namespace kiln::cuda {
   X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuStreamCreate) X(cuStreamDestroy)     \
   X(cuStreamSynchronize)                                                                         \
   X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)                  \
-  X(cuEventDestroy) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuEventDestroy) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                              \
+  X(cuTensorMapEncodeTiled)
+// clang-format on
 
 #define KILN_CUDA_DECLARE_FIELD(fn) decltype(&::fn) fn = nullptr;
 

@@ -1,5 +1,7 @@
 // Tests of the sandbox: the real `kiln __sandbox` child on the cpu backend, with host kernels
 // compiled by CpuCompiler -- honest ones, and ones that cheat, hang, crash or abort.
+#include "evaluator/sandbox.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -12,7 +14,7 @@
 #include <vector>
 
 #include "evaluator/cpu/cpu_compiler.h"
-#include "evaluator/sandbox.h"
+#include "shared/tensor_map_spec.h"
 #include "tests/support/test_env.h"
 
 namespace kiln::eval {
@@ -306,9 +308,17 @@ TEST_F(SandboxTest, MalformedRequestsGetErrorRepliesAndTheChildGoesOn) {
   json misspelt = run_request(handle, kN);
   misspelt["poision"] = 1;
   json wrong_arg_count = run_request(handle, kN);  // add takes four arguments
+  json malformed_map = run_request(handle, kN);
+  malformed_map["args"].push_back({{"tmap", {{"tensor", 0}}}});
+  // A well-formed tensor map: the cpu backend has none to encode.
+  json map_on_cpu = run_request(handle, kN);
+  TensorMapArg map;
+  map.dtype = DType::kF32, map.dims = {64}, map.box = {64};
+  map_on_cpu["args"].push_back(tensor_map_json(map));
   for (const json& request :
        {json{{"op", "fly"}}, json{{"nop", 1}}, json::array({1, 2}), missing_args, out_of_arena,
-        misspelt, wrong_arg_count, json{{"op", "load"}, {"path", "/nonexistent"}, {"kernel", "k"}},
+        misspelt, wrong_arg_count, malformed_map, map_on_cpu,
+        json{{"op", "load"}, {"path", "/nonexistent"}, {"kernel", "k"}},
         json{{"op", "unload"}, {"handle", 999}}}) {
     auto reply = sandbox->call(request, kCallTimeoutMs);
     ASSERT_TRUE(reply.is_ok()) << request.dump() << ": " << reply.status().to_string();
@@ -316,6 +326,10 @@ TEST_F(SandboxTest, MalformedRequestsGetErrorRepliesAndTheChildGoesOn) {
     EXPECT_TRUE((*reply)["error"].is_string()) << reply->dump();
     EXPECT_FALSE(reply->contains("fatal")) << reply->dump();
     EXPECT_TRUE(sandbox->alive());
+    if (request == map_on_cpu) {
+      EXPECT_NE((*reply)["error"].get<std::string>().find("has no tensor maps"), std::string::npos)
+          << reply->dump();
+    }
   }
   expect_add_works(*sandbox);
 }
