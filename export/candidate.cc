@@ -74,15 +74,6 @@ Status complete(ExportCandidate& c, const std::string& dtype_text) {
   if (!dtype_text.empty()) {
     KILN_ASSIGN_OR_RETURN(c.dtype, parse_dtype(dtype_text));
   }
-  // The launchers the exports write pass pointers, dims and scalars; a kernel that also takes
-  // tensor maps would get garbage for them.
-  Result<std::vector<TensorMapArg>> maps = tensor_maps_at(
-      c.target, c.geometry().tensor_maps, c.params, c.target.benchmark_for(c.backend), c.dtype);
-  if (!maps.is_ok() || !maps->empty()) {
-    return failed_precondition("this " + c.target.name +
-                               " kernel takes tensor maps (TMA descriptors), which kiln's exports "
-                               "cannot encode yet; export another candidate (--candidate)");
-  }
   return Status::ok();
 }
 

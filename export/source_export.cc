@@ -7,6 +7,7 @@
 
 #include "evaluator/prelude.h"
 #include "export/expr_cpp.h"
+#include "export/tensor_map_export.h"
 
 namespace kiln::exporter {
 namespace {
@@ -234,8 +235,10 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   const KernelSpec& k = c.geometry();
   KILN_ASSIGN_OR_RETURN(std::string macro, eval::dtype_macro(c.backend, c.dtype));
 
+  KILN_ASSIGN_OR_RETURN(TensorMapCode maps, tensor_map_code(c, names));
   std::string u = header_include + "\n";
   u += cpp_expr_helpers();
+  u += maps.helpers;
   u += "\n// ---- the kernel as kiln verified it: prelude, configuration, source ----\n";
   // The prelude defines helpers for every dtype; the kernel uses some.
   if (cuda) u += "#pragma nv_diag_suppress 177\n";
@@ -329,6 +332,7 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
     u += ";\n}\n\n";
   }
   std::string call_args = join_args(args, false, false);
+  for (const std::string& m : maps.args) call_args += ", " + m;
   if (cuda) {
     u += "cudaError_t launch(" + join_args(args, true, false) +
          ", cudaStream_t stream, std::string* why) {\n";
@@ -336,6 +340,7 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
     u += "  if (!problem.empty()) {\n    if (why) *why = problem;\n    return "
          "cudaErrorInvalidValue;\n  }\n";
     u += "  const Geometry g = geometry(" + dim_names + ");\n";
+    if (!maps.args.empty()) u += "  KILN_DIM_DOUBLES\n" + maps.encode;
     u += "  if (g.shared_bytes > 48 * 1024) {\n"
          "    const cudaError_t e = cudaFuncSetAttribute(::" +
          c.kernel_name +

@@ -33,6 +33,12 @@
 //    partials through distributed shared memory in rank order 0, 1, ... (the same order every
 //    run: bitwise deterministic, no workspace, no atomics) and writes them to C; a second cluster
 //    barrier keeps every partial alive until its readers are done.
+//    TMA 1 (CL 0): one producer thread fills a stage with the Tensor Memory Accelerator instead of
+//    128 threads with cp.async: A as one BM x 64 box, B as BN/64 boxes of 64 x 64, through the
+//    tensor maps kiln encodes (target.json "tensor_maps", 128-byte swizzle: exactly the layouts
+//    below), completing STAGE_BYTES on the stage's `full` barrier (expect-tx). Out-of-range
+//    elements arrive as zeros. Where rows are not 16-byte aligned kiln passes zero maps and the
+//    cp.async path (mode 2) runs instead.
 //    PERS 1: persistent CTAs (grid = 132, or 66 clusters) walk the tiles unit0, unit0 + grid,
 //    ...; the ring's stages and barrier phases run on across tiles (global slice counter), the
 //    last slice of a tile is released after wgmma.wait_group 0, and C is written straight from
@@ -102,6 +108,9 @@
 #endif
 #ifndef SK
 #define SK 1  // IMPL 1: K split over a cluster of SK CTAs per tile, reduced through DSMEM
+#endif
+#ifndef TMA
+#define TMA 0  // IMPL 1, CL 0: 1 = one producer thread loads each stage with TMA
 #endif
 
 typedef unsigned int u32;
@@ -431,6 +440,7 @@ static_assert(CL == 0 || CL == 1 || CL == 2, "CL is 0 (no cluster), 1 (share B) 
 static_assert(CL != 1 || BN % 128 == 0, "B halves are whole 64-column blocks");
 static_assert(SK == 1 || SK == 2 || SK == 4 || SK == 8, "SK is 1, 2, 4 or 8 (a portable cluster)");
 static_assert(SK == 1 || (CL == 0 && PERS == 0), "split-K has a cluster of its own, one tile");
+static_assert(TMA == 0 || CL == 0, "TMA loads are for single CTAs (CL 0)");
 
 // clang-format off
 #define WG_REGS64 \
@@ -566,6 +576,17 @@ __device__ __forceinline__ float4 ld_cluster_f4(u32 addr) {
   return v;
 }
 
+// TMA: the box of `map` at coordinates (c0 innermost, c1) into shared memory at `dst`, completing
+// its bytes on the mbarrier `bar` (the map is a __grid_constant__ parameter: its generic address).
+__device__ __forceinline__ void tma_load_2d(u32 dst, const kiln_tensor_map& map, int c0, int c1,
+                                            u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(&map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
 // Split-K: CTA `rank` sums rows [rank * BM / SK, +BM / SK) of the SK partial tiles (f32, pitch
 // PART_PITCH, at shared address `part` in every CTA of the cluster) in rank order and writes them
 // to C as T, 8 columns per thread and step.
@@ -600,9 +621,16 @@ __device__ __forceinline__ void reduce_partials(u32 part, u32 rank, T* __restric
 #define KILN_CLUSTER_DIMS
 #endif
 
+#if TMA
+#define KILN_TMA_PARAMS \
+  , const __grid_constant__ kiln_tensor_map a_tiles, const __grid_constant__ kiln_tensor_map b_tiles
+#else
+#define KILN_TMA_PARAMS
+#endif
+
 extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long M,
-           long long N, long long K) {
+           long long N, long long K KILN_TMA_PARAMS) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_addr(smem_raw);
   // Stage 0, 1024-byte aligned for the swizzle. The dynamic shared memory starts at the same
@@ -653,11 +681,12 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
   const u32 rank = CL == 0 && SK == 1 ? 0u : cluster_rank();
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool aligned = rows_aligned(A, B, N, K);
+  const bool tma = TMA && aligned;  // rows 16-byte aligned: kiln encoded the maps
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       // full: one arrival per loader thread (+ the expect-tx arrival of the peer's half)
-      mbar_init(full_bar + 8 * s, CL == 0 ? PRODUCER_THREADS : LOADERS + 1);
+      mbar_init(full_bar + 8 * s, tma ? 1 : CL == 0 ? PRODUCER_THREADS : LOADERS + 1);
       // empty: one arrival per consumer warp (of both CTAs of a cluster)
       mbar_init(empty_bar + 8 * s, CONSUMERS * 4 * (CL == 0 ? 1 : 2));
       if (CL != 0) mbar_init(half_bar + 8 * s, LOADERS);  // this CTA's shared half has landed
@@ -671,7 +700,30 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
 
   if (warp >= CONSUMERS * 4) {
     const int ptid = tid - CONSUMERS * 128;
-    if constexpr (CL == 0) {
+    if (tma) {
+#if TMA
+      // ---- one producer thread: each stage as TMA boxes, A (k, m) then B's 64-column blocks.
+      if (ptid == 0) {
+        for_units([&](int u, int g0) {
+          long long m0, n0;
+          origin(u, m0, n0);
+          for (int i = 0; i < KTL; ++i) {
+            const int g = g0 + i;
+            const int s = g % STAGES;
+            if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+            const int k0 = (kb + i) * BK;
+            const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES, full = full_bar + 8 * s;
+            mbar_arrive_expect_tx(full, STAGE_BYTES);
+            tma_load_2d(sa, a_tiles, k0, static_cast<int>(m0), full);
+#pragma unroll
+            for (int blk = 0; blk < BN / 64; ++blk)
+              tma_load_2d(sb + blk * (64 * 128), b_tiles, static_cast<int>(n0) + 64 * blk, k0,
+                          full);
+          }
+        });
+      }
+#endif
+    } else if constexpr (CL == 0) {
       // ---- producers: fill stage g % STAGES with slice g once its previous use has retired.
       for_units([&](int u, int g0) {
         long long m0, n0;

@@ -78,7 +78,7 @@ TEST(BuiltinProposer, DefaultTiersClassifyByWellKnownNames) {
   EXPECT_EQ(t[0], (std::vector<std::string>{"BM", "BN"}));
   EXPECT_EQ(t[1], (std::vector<std::string>{"GROUP_M"}));  // the rasterization order: L2 reuse
   EXPECT_EQ(t[2], (std::vector<std::string>{"BK", "SK", "STAGES", "WM", "WN"}));
-  EXPECT_EQ(t[3], (std::vector<std::string>{"IMPL"}));
+  EXPECT_EQ(t[3], (std::vector<std::string>{"IMPL", "TMA"}));
   EXPECT_EQ(t[4], (std::vector<std::string>{"CL", "PERS"}));  // names the playbook does not know
 
   RealTemplate reduce = load_real("reduce");
@@ -404,10 +404,10 @@ TEST(BuiltinProposer, SwitchVariantChangesTheStructuralParameterAndRepairs) {
   RealTemplate matmul = load_real("matmul");
   ASSERT_NE(matmul.spec, nullptr);
   BuiltinProposer proposer(*matmul.spec, matmul.shape, matmul.dtype);
-  EXPECT_EQ(proposer.structural(), std::vector<std::string>{"IMPL"});
+  EXPECT_EQ(proposer.structural(), (std::vector<std::string>{"IMPL", "TMA"}));
   const Params mma = {{"IMPL", "0"}, {"BM", "128"},    {"BN", "128"},   {"BK", "32"},
                       {"WM", "2"},   {"WN", "2"},      {"STAGES", "3"}, {"CL", "0"},
-                      {"PERS", "0"}, {"GROUP_M", "8"}, {"SK", "1"}};
+                      {"PERS", "0"}, {"GROUP_M", "8"}, {"SK", "1"},     {"TMA", "0"}};
   ASSERT_TRUE(proposer.valid(mma));
   SeenSet seen;
   seen.configs.insert(mma);
@@ -419,7 +419,7 @@ TEST(BuiltinProposer, SwitchVariantChangesTheStructuralParameterAndRepairs) {
   // The wgmma variant needs BK=64 and one warp per dimension; the tile and stages stay.
   const Params wgmma = {{"IMPL", "1"}, {"BM", "128"},    {"BN", "128"},   {"BK", "64"},
                         {"WM", "1"},   {"WN", "1"},      {"STAGES", "3"}, {"CL", "0"},
-                        {"PERS", "0"}, {"GROUP_M", "8"}, {"SK", "1"}};
+                        {"PERS", "0"}, {"GROUP_M", "8"}, {"SK", "1"},     {"TMA", "0"}};
   EXPECT_EQ(p.params, wgmma) << cli::format_params(p.params);
   EXPECT_EQ(p.description,
             "switch_variant IMPL 0->1 (tier 3: advanced); repair BK 32->64, WM 2->1, WN 2->1");

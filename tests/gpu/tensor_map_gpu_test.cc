@@ -2,102 +2,23 @@
 // through a map kiln encodes (target.json "tensor_maps") verifies through all five stages in
 // every dtype -- the map follows each input set and poisoned copy to its address -- and takes its
 // plain-load path where rows are not 16-byte aligned (kiln passes zeros there). A kernel that
-// uses the map at such a shape anyway fails as a crash, and the evaluator goes on. Skips without
-// a GPU.
+// uses the map at such a shape anyway fails as a crash, and the evaluator goes on. The exported
+// launcher (which encodes the map itself) is built with nvcc and run. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #ifdef KILN_HAVE_CUDA
 
 #include <deque>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "evaluator/cuda/cuda_probe.h"
 #include "tests/support/test_env.h"
+#include "tests/support/tma_target.h"
 
 namespace kiln {
 namespace {
-
-// y = 2 x over [M, N]; one CTA per BR x BC tile of x, loaded by TMA when rows are aligned.
-constexpr const char* kKernel = R"(
-extern "C" __global__ void tma_scale(const T* __restrict__ x, T* __restrict__ y, long long M,
-                                     long long N, const __grid_constant__ kiln_tensor_map tx) {
-  __shared__ __align__(128) T tile[BR * BC];
-  __shared__ __align__(8) unsigned long long bar;
-  const long long r0 = (long long)blockIdx.y * BR, c0 = (long long)blockIdx.x * BC;
-  const bool tma = ALWAYS_TMA || (N * sizeof(T)) % 16 == 0;  // else kiln passed a zero map
-  if (tma) {
-    const unsigned b = (unsigned)__cvta_generic_to_shared(&bar);
-    const unsigned dst = (unsigned)__cvta_generic_to_shared(tile);
-    if (threadIdx.x == 0) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(b));
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b),
-                   "r"((unsigned)(BR * BC * sizeof(T))) : "memory");
-      asm volatile(
-          "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-          " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-          "l"((unsigned long long)&tx), "r"((int)c0), "r"((int)r0), "r"(b) : "memory");
-    }
-    unsigned done = 0;
-    while (!done) {
-      asm volatile(
-          "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-          "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(b) : "memory");
-    }
-  }
-  for (int i = threadIdx.x; i < BR * BC; i += blockDim.x) {
-    const long long gr = r0 + i / BC, gc = c0 + i % BC;
-    if (gr >= M || gc >= N) continue;
-    y[gr * N + gc] = from_f32<T>(2.f * to_f32(tma ? tile[i] : x[gr * N + gc]));
-  }
-}
-)";
-
-constexpr const char* kReference = R"(
-#include <cstdint>
-extern "C" void kiln_reference(const double* const* in, double* const* out, const int64_t* dims,
-                               const double*) {
-  for (int64_t i = 0; i < dims[0] * dims[1]; ++i) out[0][i] = 2 * in[0][i];
-}
-)";
-
-nlohmann::json target_json(int always_tma) {
-  // BC = 64 elements: 128 bytes of f16/bf16, 256 of f32 (no swizzle, so any row width works).
-  return {
-      {"name", "tma_scale"},
-      {"description", "y = 2 x, loaded with TMA"},
-      {"dims", {"M", "N"}},
-      {"args",
-       {{{"name", "x"}, {"role", "input"}, {"dtype", "T"}, {"shape", {"M", "N"}}},
-        {{"name", "y"}, {"role", "output"}, {"dtype", "T"}, {"shape", {"M", "N"}}}}},
-      {"dtypes", {"f16", "bf16", "f32"}},
-      {"tolerance",
-       {{"f16", {{"rel", 0}, {"abs", 0}}},
-        {"bf16", {{"rel", 0}, {"abs", 0}}},
-        {"f32", {{"rel", 0}, {"abs", 0}}}}},
-      {"shapes",
-       {{"benchmark", {{"M", 4096}, {"N", 4096}}},
-        {"smoke", {{{"M", 32}, {"N", 64}}}},
-        {"sweep", {{{"M", 100}, {"N", 200}}, {{"M", 33}, {"N", 520}}}},
-        {"edge", {{{"M", 1}, {"N", 1}}, {{"M", 7}, {"N", 13}}, {{"M", 65}, {"N", 72}}}}}},
-      {"bytes", "2*M*N*S"},
-      {"flops", "M*N"},
-      {"reference", "reference.cpp"},
-      {"backends",
-       {{"cuda",
-         {{"dtypes", {"f16", "bf16", "f32"}},
-          {"seed",
-           {{"source", "seed.cu"},
-            {"kernel", "tma_scale"},
-            {"defines", {{"BR", "32"}, {"BC", "64"}, {"ALWAYS_TMA", std::to_string(always_tma)}}},
-            {"grid", {"cdiv(N, BC)", "cdiv(M, BR)"}},
-            {"block", {"128"}},
-            {"tensor_maps", {{{"name", "x_tiles"}, {"tensor", "x"}, {"box", {"BR", "BC"}}}}}}}}}}}};
-}
 
 class TensorMapGpu : public ::testing::Test {
  protected:
@@ -112,9 +33,7 @@ class TensorMapGpu : public ::testing::Test {
   // `kiln eval tma_scale` over the target written with `always_tma` -> the result JSON.
   nlohmann::json eval(int always_tma, const std::string& dtype, std::string* progress) {
     testing::TempDir& dir = dirs_.emplace_back();
-    dir.write("targets/tma_scale/target.json", target_json(always_tma).dump(2));
-    dir.write("targets/tma_scale/seed.cu", kKernel);
-    dir.write("targets/tma_scale/reference.cpp", kReference);
+    testing::write_tma_scale_target(dir.file("targets/tma_scale"), always_tma);
     const std::string out = dir.file("result.json"), log = dir.file("progress.txt");
     const std::string cmd = "(" + testing::kiln_binary() +
                             " eval tma_scale --backend cuda --json --dtype " + dtype +
@@ -151,6 +70,63 @@ TEST_F(TensorMapGpu, AKernelUsingTheZeroMapOfAnUnalignedShapeCrashesAndTheEvalua
     smoke_passed |= s.value("name", "") == "smoke" && s.value("passed", false);
   EXPECT_TRUE(smoke_passed) << r["stages"].dump();
   EXPECT_FALSE(r["stages"].back().value("passed", true)) << r["stages"].dump();
+}
+
+// The exported launcher (kiln export: C++ with the map encoded by the launcher) built with nvcc and
+// launched here: y = 2 x exactly at aligned shapes (the map) and unaligned ones (the fallback).
+TEST_F(TensorMapGpu, AnExportedLauncherEncodesTheMapAndComputesAtAlignedAndUnalignedShapes) {
+  std::string out;
+  if (testing::run_command("command -v nvcc || test -x /usr/local/cuda/bin/nvcc", &out) != 0)
+    GTEST_SKIP() << "no nvcc here to build the export";
+  testing::TempDir dir;
+  testing::write_tma_scale_target(dir.file("targets/tma_scale"), 0);
+  const std::string to = dir.file("export");
+  // Verified here first (the GPU is present), then written.
+  ASSERT_EQ(
+      testing::run_command(testing::kiln_binary() + " export tma_scale --seed --targets-dir " +
+                               dir.file("targets") + " --to " + to + " 2>&1",
+                           &out),
+      0)
+      << out;
+  std::ofstream(to + "/driver.cu") << R"(#include <cstdio>
+#include <vector>
+#include "tma_scale.cuh"
+int main() {
+  const long long shapes[][2] = {{64, 128}, {7, 13}, {33, 520}, {300, 4096}, {5, 4099}};
+  for (const auto& s : shapes) {
+    const long long M = s[0], N = s[1], n = M * N;
+    std::vector<__half> x(n), y(n);
+    for (long long i = 0; i < n; ++i) x[i] = __float2half(0.5f * static_cast<float>(i % 97));
+    __half *dx = nullptr, *dy = nullptr;
+    cudaMalloc(&dx, n * sizeof(__half));
+    cudaMalloc(&dy, n * sizeof(__half));
+    cudaMemcpy(dx, x.data(), n * sizeof(__half), cudaMemcpyHostToDevice);
+    std::string why;
+    cudaError_t e = kiln_tma_scale::launch(dx, dy, M, N, 0, &why);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      std::printf("error %lld %lld %s %s\n", M, N, cudaGetErrorString(e), why.c_str());
+      return 1;
+    }
+    cudaMemcpy(y.data(), dy, n * sizeof(__half), cudaMemcpyDeviceToHost);
+    long long bad = 0;
+    for (long long i = 0; i < n; ++i) bad += __half2float(y[i]) != 2.f * __half2float(x[i]);
+    std::printf("%lld %lld %lld\n", M, N, bad);
+    cudaFree(dx);
+    cudaFree(dy);
+  }
+  return 0;
+}
+)";
+  const std::string nvcc = "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)";
+  ASSERT_EQ(testing::run_command("cd " + to + " && " + nvcc +
+                                     " -std=c++17 -gencode arch=compute_90a,code=sm_90a -o driver "
+                                     "driver.cu tma_scale.cu 2>&1",
+                                 &out),
+            0)
+      << out;
+  ASSERT_EQ(testing::run_command(to + "/driver 2>&1", &out), 0) << out;
+  EXPECT_EQ(out, "64 128 0\n7 13 0\n33 520 0\n300 4096 0\n5 4099 0\n");
 }
 
 }  // namespace
