@@ -28,18 +28,7 @@ for s in "${shapes[@]}"; do
       params="BK=64,BM=128,BN=$bn,CL=0,GROUP_M=8,IMPL=1,PERS=0,SK=$sk,STAGES=$stages,WM=1,WN=1"
       "$kiln" eval matmul --params "$params" --shape "$s" --json --cache-dir "$cache" \
         > "$out/eval.json" 2> "$out/eval.stderr"
-      python3 - "$out/eval.json" "$s" "$params" >> "$out/results.jsonl" <<'EOF'
-import json, sys
-path, shape, params = sys.argv[1:]
-try:
-    r = json.load(open(path))
-except Exception as e:
-    r = {"outcome": "no result: %s" % e}
-t = r.get("timing", {})
-print(json.dumps({"shape": shape, "params": params, "outcome": r.get("outcome"),
-                  "median_us": t.get("median_us"), "sm_clock_mhz": t.get("sm_clock_mhz"),
-                  "grid": r.get("geometry", {}).get("grid")}))
-EOF
+      python3 "$here/eval_record.py" "$out/eval.json" "$s" "$params" >> "$out/results.jsonl"
       tail -n 1 "$out/results.jsonl"
     done
   done

@@ -28,18 +28,7 @@ for c in "${cases[@]}"; do
     params="$base,TMA=$tma"
     "$kiln" eval matmul --params "$params" --shape "$shape" --json --cache-dir "$cache" \
       > "$out/eval.json" 2> "$out/eval.stderr"
-    python3 - "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl" <<'EOF'
-import json, sys
-path, shape, params = sys.argv[1:]
-try:
-    r = json.load(open(path))
-except Exception as e:
-    r = {"outcome": "no result: %s" % e}
-t = r.get("timing", {})
-print(json.dumps({"shape": shape, "params": params, "outcome": r.get("outcome"),
-                  "median_us": t.get("median_us"), "iqr_us": t.get("iqr_us"),
-                  "sm_clock_mhz": t.get("sm_clock_mhz"), "log": r.get("log", "")[:300]}))
-EOF
+    python3 "$here/eval_record.py" "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl"
     tail -n 1 "$out/results.jsonl"
   done
 done
