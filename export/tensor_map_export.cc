@@ -2,7 +2,7 @@
 #include "export/tensor_map_export.h"
 
 #include "export/source_export.h"
-#include "shared/expr.h"
+#include "shared/tensor_map_spec.h"
 
 namespace kiln::exporter {
 namespace {
@@ -73,18 +73,14 @@ Result<TensorMapCode> tensor_map_code(const ExportCandidate& c, const CppNames& 
   TensorMapCode out;
   const KernelSpec& k = c.geometry();
   if (k.tensor_maps.empty() || c.backend != "cuda") return out;
-  const ExprVars param_vars = expr_vars({}, c.dtype, c.params);
   std::string shape_call = "shape_text(";
   for (size_t i = 0; i < c.target.dims.size(); ++i)
     shape_call += (i ? ", " : "") + code_name(c.target.dims[i]);
   shape_call += ")";
   const std::vector<LaunchArg> args = launch_args(c);
   for (const TensorMapSpec& m : k.tensor_maps) {
-    Result<double> when = eval_expr(m.when, param_vars);
-    if (!when.is_ok()) {
-      return invalid_argument("tensor map '" + m.name + "': 'when': " + when.status().message());
-    }
-    if (*when == 0) continue;
+    KILN_ASSIGN_OR_RETURN(bool taken, tensor_map_taken(m, c.params, c.dtype));
+    if (!taken) continue;
     const LaunchArg* tensor = nullptr;
     for (const LaunchArg& a : args) {
       if (a.spec_name == m.tensor && a.kind != LaunchArg::Kind::kDim &&

@@ -81,22 +81,27 @@ Status check_tensor_map_specs(const TargetSpec& target, const std::vector<Tensor
   return Status::ok();
 }
 
+Result<bool> tensor_map_taken(const TensorMapSpec& m,
+                              const std::map<std::string, std::string>& params, DType dtype) {
+  Result<double> when = eval_expr(m.when, expr_vars({}, dtype, params));  // no dims, by design
+  if (!when.is_ok()) {
+    return invalid_argument(map_label(m) +
+                            ": 'when' (of the parameters alone): " + when.status().message());
+  }
+  return *when != 0;
+}
+
 Result<std::vector<TensorMapArg>> tensor_maps_at(const TargetSpec& target,
                                                  const std::vector<TensorMapSpec>& maps,
                                                  const std::map<std::string, std::string>& params,
                                                  const std::map<std::string, int64_t>& shape,
                                                  DType dtype) {
   std::vector<TensorMapArg> out;
-  const ExprVars param_vars = expr_vars({}, dtype, params);  // `when`: no dims, by design
   const ExprVars vars = expr_vars(shape, dtype, params);
   for (const TensorMapSpec& m : maps) {
     const std::string label = map_label(m);
-    Result<double> when = eval_expr(m.when, param_vars);
-    if (!when.is_ok()) {
-      return invalid_argument(label +
-                              ": 'when' (of the parameters alone): " + when.status().message());
-    }
-    if (*when == 0) continue;
+    KILN_ASSIGN_OR_RETURN(bool taken, tensor_map_taken(m, params, dtype));
+    if (!taken) continue;
     TensorMapArg t;
     const TargetArg* arg = find_tensor(target, m.tensor, &t.tensor);
     if (arg == nullptr) return invalid_argument(label + ": no tensor '" + m.tensor + "'");

@@ -52,6 +52,11 @@ struct TensorMapArg {
   bool encodable = true;
 };
 
+// Whether a kernel with `params` takes map `m` (its `when`, over the parameters and S alone); an
+// error names the map.
+Result<bool> tensor_map_taken(const TensorMapSpec& m,
+                              const std::map<std::string, std::string>& params, DType dtype);
+
 // The maps a kernel with `params` takes at `shape` and `dtype` (those whose `when` holds). A box
 // the hardware cannot take (a size outside 1..256, an innermost box row that is not a multiple of
 // 16 bytes or is wider than the swizzle) is an error of the configuration, naming the map.
