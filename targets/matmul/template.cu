@@ -33,17 +33,31 @@
 //    partials through distributed shared memory in rank order 0, 1, ... (the same order every
 //    run: bitwise deterministic, no workspace, no atomics) and writes them to C; a second cluster
 //    barrier keeps every partial alive until its readers are done.
-//    TMA 1 (CL 0): one producer thread fills a stage with the Tensor Memory Accelerator instead of
-//    128 threads with cp.async: A as one BM x 64 box, B as BN/64 boxes of 64 x 64, through the
+//    TMA 1: one producer thread fills a stage with the Tensor Memory Accelerator instead of 128
+//    threads with cp.async: A as one BM x 64 box, B as BN/64 boxes of 64 x 64, through the
 //    tensor maps kiln encodes (target.json "tensor_maps", 128-byte swizzle: exactly the layouts
 //    below), completing STAGE_BYTES on the stage's `full` barrier (expect-tx). Out-of-range
 //    elements arrive as zeros. Where rows are not 16-byte aligned kiln passes zero maps and the
-//    cp.async path (mode 2) runs instead.
+//    cp.async path (mode 2) runs instead. With clusters (CL 1 / 2) the shared operand's half is
+//    multicast: each CTA's producer loads its half of B (CL 1) or A (CL 2, boxes of BM/2 rows)
+//    once and the TMA engine writes it into the same place of both CTAs' stages and completes
+//    its bytes on both CTAs' `full` barriers; the peer's half arrives the same way, so each
+//    `full` still expects STAGE_BYTES, and `empty` counts the consumers of both CTAs as for the
+//    cp.async clusters (a producer writes into the peer's stage only once both have released it).
 //    PERS 1: persistent CTAs (grid = 132, or 66 clusters) walk the tiles unit0, unit0 + grid,
 //    ...; the ring's stages and barrier phases run on across tiles (global slice counter), the
 //    last slice of a tile is released after wgmma.wait_group 0, and C is written straight from
 //    the accumulators (4-byte column-pair stores) while the producers already load the next
 //    tile's slices, so the epilogue and the pipeline fill overlap.
+//    PERS 2 (TMA 1, CL 0): persistent, and the tile leaves through shared memory and TMA stores:
+//    each consumer warpgroup writes its rows as 64 x 64 blocks into two 8 KB buffers of its own
+//    (128-byte swizzle, so a warp's fragment writes hit 32 different banks), and one of its
+//    threads hands each block to the TMA engine (tensor map c_tiles; out-of-range rows and columns
+//    are not written) and goes straight on to the next tile while the engine writes C; a buffer
+//    is refilled once the store before last has read it (cp.async.bulk.wait_group.read 1). The
+//    fragment stores of PERS 1 hit 8 rows of C per warp instruction, half a sector each; these
+//    move whole lines and leave the warpgroups free sooner. Rows of C that are not 16-byte
+//    aligned take PERS 1's stores.
 //
 // Shared-memory layouts (both variants), in 16-byte chunks of 8 elements, XOR-swizzled so that
 // the 8 row addresses of an ldmatrix (or a wgmma core matrix) and the 8 chunks written by 8
@@ -101,7 +115,9 @@
 #define CL 0  // IMPL 1: 0 one CTA per tile; 1/2: CTA pairs (cluster 2) sharing B/A slices (DSMEM)
 #endif
 #ifndef PERS
-#define PERS 0  // IMPL 1: 1 = persistent CTAs walking the tiles, epilogue from registers
+#define PERS \
+  0  // IMPL 1: 1 = persistent CTAs walking the tiles, epilogue from registers;
+     // 2 = persistent, epilogue through shared memory and TMA stores (TMA 1, CL 0)
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8  // tile rows per raster group
@@ -440,7 +456,10 @@ static_assert(CL == 0 || CL == 1 || CL == 2, "CL is 0 (no cluster), 1 (share B) 
 static_assert(CL != 1 || BN % 128 == 0, "B halves are whole 64-column blocks");
 static_assert(SK == 1 || SK == 2 || SK == 4 || SK == 8, "SK is 1, 2, 4 or 8 (a portable cluster)");
 static_assert(SK == 1 || (CL == 0 && PERS == 0), "split-K has a cluster of its own, one tile");
-static_assert(TMA == 0 || CL == 0, "TMA loads are for single CTAs (CL 0)");
+static_assert(PERS != 2 || (TMA == 1 && CL == 0), "PERS 2 stores with TMA from single CTAs");
+// PERS 2: two 8 KB epilogue buffers (64 x 64 elements) per consumer warpgroup, after the barriers.
+constexpr u32 EPI_OFF = (BAR_OFF + 256 + 1023) & ~1023u;
+constexpr u32 EPI_BUF = 64 * 128;
 
 // clang-format off
 #define WG_REGS64 \
@@ -530,22 +549,28 @@ __device__ __forceinline__ u32 cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
-// Arrive (release, cluster scope) on an mbarrier of another CTA of the cluster.
+// Arrive on an mbarrier of another CTA of the cluster. A consumer arrives to say that its wgmma
+// have read a stage (they completed: wgmma.wait_group); what waits on it is the peer's next TMA
+// or bulk copy into that stage, an async-proxy write. No generic memory operation of this thread
+// has to become visible to the peer first, so the arrive has the default CTA-scope release: with
+// .release.cluster instead, every remote arrive waited for cluster-wide visibility and 4096^3
+// ran 1.65x slower (H100, 198 against 322 us).
 __device__ __forceinline__ void mbar_arrive_remote(u32 bar_cluster) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_cluster)
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar_cluster) : "memory");
 }
 // Arrive on a local mbarrier and raise its expected transaction count by `bytes`.
 __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
-// Wait with acquire at cluster scope (the barrier collects arrivals from the peer CTA too).
+// Wait on a barrier that collects arrivals from the peer CTA too (`empty` of a cluster). The
+// waiter's next step is an async-proxy write (TMA, bulk copy) into the stages the arrivals
+// released, so CTA-scope acquire suffices (see mbar_arrive_remote).
 __device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
   u32 done;
   do {
     asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
         "selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(bar), "r"(parity)
@@ -586,6 +611,75 @@ __device__ __forceinline__ void tma_load_2d(u32 dst, const kiln_tensor_map& map,
       "l"(reinterpret_cast<u64>(&map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 }
+// The same box into shared memory at `dst` of every CTA of the cluster in `mask` (bit = rank),
+// completing its bytes on the mbarrier at offset `bar` of each of them.
+__device__ __forceinline__ void tma_load_2d_multicast(u32 dst, const kiln_tensor_map& map, int c0,
+                                                      int c1, u32 bar, unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::"
+      "cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(&map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+
+// TMA store of the box of `map` at coordinates (c0 innermost, c1) from shared memory at `src`,
+// in this thread's bulk group; elements outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const kiln_tensor_map& map, int c0, int c1, u32 src) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+          reinterpret_cast<u64>(&map)),
+      "r"(c0), "r"(c1), "r"(src)
+      : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+// Named barrier over the 128 threads of consumer warpgroup wg (ids 2 and 3; 1 is consumer_sync).
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+}
+
+// PERS 2: consumer warpgroup wg's rows of the tile at (m0, n0) leave through its two buffers at
+// `epi` + wg * 2 * EPI_BUF, a 64 x 64 block at a time: fragment (row r, chunk c) at
+// r * 128 + (c ^ (r & 7)) * 16, the 128-byte swizzle the map c_tiles reads. One thread (warp 0
+// of the warpgroup, lane 0) waits for the buffers and issues the stores.
+__device__ __forceinline__ void store_tile_tma(float (&acc)[MW][NACC], int wg, int wq, int lane,
+                                               long long m0, long long n0,
+                                               const kiln_tensor_map& map, u32 epi) {
+  const bool leader = wq == 0 && lane == 0;
+  const u32 bufs = epi + wg * 2 * EPI_BUF;
+  int n = 0;
+#pragma unroll
+  for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+    for (int blk = 0; blk < BN / 64; ++blk, ++n) {
+      const u32 buf = bufs + (n & 1) * EPI_BUF;
+      if (leader) tma_store_wait_read<1>();  // the store before last has read this buffer
+      warpgroup_sync(wg);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wq * 16 + (lane >> 2) + 8 * h;
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const int j = blk * 8 + c;
+          const u32 at = buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * (lane & 3);
+          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at),
+                       "r"(pack2(acc[mb][4 * j + 2 * h], acc[mb][4 * j + 2 * h + 1]))
+                       : "memory");
+        }
+      }
+      // The generic-proxy writes before the TMA engine's (async-proxy) read of the buffer.
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      warpgroup_sync(wg);
+      if (leader)
+        tma_store_2d(map, static_cast<int>(n0) + 64 * blk,
+                     static_cast<int>(m0) + (wg * MW + mb) * 64, buf);
+    }
+  }
+}
 
 // Split-K: CTA `rank` sums rows [rank * BM / SK, +BM / SK) of the SK partial tiles (f32, pitch
 // PART_PITCH, at shared address `part` in every CTA of the cluster) in rank order and writes them
@@ -621,7 +715,12 @@ __device__ __forceinline__ void reduce_partials(u32 part, u32 rank, T* __restric
 #define KILN_CLUSTER_DIMS
 #endif
 
-#if TMA
+#if TMA && PERS == 2
+#define KILN_TMA_PARAMS                                \
+  , const __grid_constant__ kiln_tensor_map a_tiles,   \
+      const __grid_constant__ kiln_tensor_map b_tiles, \
+      const __grid_constant__ kiln_tensor_map c_tiles
+#elif TMA
 #define KILN_TMA_PARAMS \
   , const __grid_constant__ kiln_tensor_map a_tiles, const __grid_constant__ kiln_tensor_map b_tiles
 #else
@@ -682,6 +781,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool aligned = rows_aligned(A, B, N, K);
   const bool tma = TMA && aligned;  // rows 16-byte aligned: kiln encoded the maps
+  // PERS 2: C's map too (N % 8 == 0 is part of `aligned`; C's base must be 16-byte aligned).
+  const bool tma_store = PERS == 2 && tma && reinterpret_cast<u64>(C) % 16 == 0;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -702,23 +803,41 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     const int ptid = tid - CONSUMERS * 128;
     if (tma) {
 #if TMA
-      // ---- one producer thread: each stage as TMA boxes, A (k, m) then B's 64-column blocks.
+      // ---- one producer thread: each stage as TMA boxes, A (k, m) then B's 64-column blocks;
+      // with clusters this CTA's half of the shared operand goes to both CTAs (multicast).
       if (ptid == 0) {
         for_units([&](int u, int g0) {
           long long m0, n0;
           origin(u, m0, n0);
+          const int m = static_cast<int>(m0), n = static_cast<int>(n0);
           for (int i = 0; i < KTL; ++i) {
             const int g = g0 + i;
             const int s = g % STAGES;
-            if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+            if (g >= STAGES) {
+              if constexpr (CL == 0)
+                mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+              else
+                mbar_wait_cluster(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+            }
             const int k0 = (kb + i) * BK;
             const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES, full = full_bar + 8 * s;
             mbar_arrive_expect_tx(full, STAGE_BYTES);
-            tma_load_2d(sa, a_tiles, k0, static_cast<int>(m0), full);
+            if constexpr (CL == 2) {  // A's rows [rank * BM/2, +BM/2) to both CTAs
+              tma_load_2d_multicast(sa + rank * HALF_BYTES, a_tiles, k0,
+                                    m + static_cast<int>(rank) * (BM / 2), full, 3);
+            } else {
+              tma_load_2d(sa, a_tiles, k0, m, full);
+            }
 #pragma unroll
-            for (int blk = 0; blk < BN / 64; ++blk)
-              tma_load_2d(sb + blk * (64 * 128), b_tiles, static_cast<int>(n0) + 64 * blk, k0,
-                          full);
+            for (int blk = 0; blk < BN / 64; ++blk) {
+              const u32 dst = sb + blk * (64 * 128);
+              if constexpr (CL == 1) {  // B's column blocks [rank * BN/128, +BN/128) to both
+                if (blk / (BN / 128) == static_cast<int>(rank))
+                  tma_load_2d_multicast(dst, b_tiles, n + 64 * blk, k0, full, 3);
+              } else {
+                tma_load_2d(dst, b_tiles, n + 64 * blk, k0, full);
+              }
+            }
           }
         });
       }
@@ -833,8 +952,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         const int s = g % STAGES;
         mbar_wait(full_bar + 8 * s, (g / STAGES) & 1);
         // The cp.async writes (generic proxy) are now visible to this thread; order them before
-        // this thread's async-proxy reads (wgmma operands).
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        // this thread's async-proxy reads (wgmma operands). TMA writes are async-proxy already.
+        if (!tma) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
         const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
 #pragma unroll
@@ -920,6 +1039,12 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         }
         long long m0, n0;
         tile_origin(u, m0, n0);
+#if PERS == 2
+        if (tma_store) {
+          store_tile_tma(acc, wg, wq, lane, m0, n0, c_tiles, sbase + EPI_OFF);
+          return;
+        }
+#endif
         const bool vec = (N % 2 == 0) && (reinterpret_cast<u64>(C) % 4 == 0);
         unsigned short* cs = reinterpret_cast<unsigned short*>(C);
 #pragma unroll
@@ -944,6 +1069,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       }
     });
     if constexpr (PERS != 0 && CL != 0) cluster_sync();  // matches the producers' one above
+    // PERS 2: the shared memory stays until the TMA engine has read the last blocks.
+    if (PERS == 2 && tma_store && wq == 0 && lane == 0) tma_store_wait_read<0>();
   }
   if constexpr (SK > 1) {
     // Every thread of the cluster (producers too) takes part: the first barrier publishes all
