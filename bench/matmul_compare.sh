@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # matmul configurations against cuBLAS in one lease: for each line "SHAPE|PARAMS" of CASES,
 # `kiln eval` (static scan, compile, all five verification stages, then the timing with L2
-# flushed) of that configuration at that shape; then PyTorch's matmul (cuBLAS) at every shape
+# flushed) of that configuration at that shape, after PyTorch's matmul (cuBLAS) at every shape
 # with kiln's timing method (bench/pytorch_baselines.py --no-compile). Lines starting with # are
 # skipped. Run on the GPU machine from the repository root:
 #   bench/matmul_compare.sh KILN CASES OUT
@@ -15,17 +15,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 : > "$out/results.jsonl"
 grep -v '^\s*\(#\|$\)' "$cases" > "$out/cases.txt"
+for shape in $(cut -d'|' -f1 "$out/cases.txt" | sort -u); do
+  stem=${shape//[=,]/_}
+  python3 "$here/pytorch_baselines.py" --targets matmul --shape "$shape" --no-compile \
+    --out "$out/pytorch-$stem.json" > "$out/pytorch-$stem.log" 2>&1
+done
 while IFS='|' read -r shape params; do
   "$kiln" eval matmul --params "$params" --shape "$shape" --json --cache-dir "$out/cache" \
     > "$out/eval.json" 2> "$out/eval.stderr"
   python3 "$here/eval_record.py" "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl"
   tail -n 1 "$out/results.jsonl" | cut -c1-240
 done < "$out/cases.txt"
-for shape in $(cut -d'|' -f1 "$out/cases.txt" | sort -u); do
-  stem=${shape//[=,]/_}
-  python3 "$here/pytorch_baselines.py" --targets matmul --shape "$shape" --no-compile \
-    --out "$out/pytorch-$stem.json" > "$out/pytorch-$stem.log" 2>&1
-done
 python3 - "$out" <<'PY' > "$out/table.md"
 import json, os, sys
 out = sys.argv[1]
