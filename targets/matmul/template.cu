@@ -49,7 +49,9 @@
 //    last slice of a tile is released after wgmma.wait_group 0, and C is written straight from
 //    the accumulators (4-byte column-pair stores) while the producers already load the next
 //    tile's slices, so the epilogue and the pipeline fill overlap.
-//    PERS 2 (TMA 1, CL 0): persistent, and the tile leaves through shared memory and TMA stores:
+//    PERS 2 (TMA 1, CL 0; 128 x 256, 256 x 128 and 128 x 192 tiles with 4 stages, 128 x 128 with
+//    5 or 6):
+//    persistent, and the tile leaves through shared memory and TMA stores:
 //    each consumer warpgroup writes its rows as 64 x 64 blocks into two 8 KB buffers of its own
 //    (128-byte swizzle, so a warp's fragment writes hit 32 different banks), and one of its
 //    threads hands each block to the TMA engine (tensor map c_tiles; out-of-range rows and columns
@@ -97,7 +99,7 @@
 #define BM 128  // block tile rows (M)
 #endif
 #ifndef BN
-#define BN 128  // block tile columns (N)
+#define BN 128  // block tile columns (N); IMPL 1: 128, 192 or 256
 #endif
 #ifndef BK
 #define BK 32  // K slice per pipeline stage (IMPL 1: 64)
@@ -204,8 +206,36 @@ __device__ __forceinline__ void load_tile(u32 dst, const T* __restrict__ g, long
                                           long long r0, long long c0, long long nrows,
                                           long long ncols, int tid, int mode) {
   constexpr int CPR = COLS / 8;  // chunks per row
-  static_assert(NTHR % CPR == 0, "threads must cover whole rows");
-  constexpr int RP = NTHR / CPR;  // rows per pass
+  if constexpr (NTHR % CPR != 0) {
+    // Rows of a width the threads do not divide (BN 192: 24 chunks): chunk q = tid + p * NTHR
+    // of the tile is row q / CPR, chunk column q % CPR.
+    constexpr int CHUNKS = ROWS * CPR, PASSES = (CHUNKS + NTHR - 1) / NTHR;
+    const unsigned short* gs = reinterpret_cast<const unsigned short*>(g);
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+      const int q = tid + p * NTHR;
+      if (CHUNKS % NTHR != 0 && q >= CHUNKS) continue;
+      const int r = q / CPR, cc = q % CPR;
+      const long long gr = r0 + r, gc = c0 + cc * 8;
+      const u32 at = dst + (IS_A ? a_off(r, cc) : b_off(r, cc));
+      if (mode != 2) {
+        const bool ok = mode == 0 || (gr < nrows && gc < ncols);
+        cp_async_16(at, ok ? g + gr * ld + gc : g, ok ? 16u : 0u);
+      } else {
+        u32 w[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const long long c_lo = gc + 2 * e, c_hi = c_lo + 1;
+          const u32 lo = (gr < nrows && c_lo < ncols) ? gs[gr * ld + c_lo] : 0u;
+          const u32 hi = (gr < nrows && c_hi < ncols) ? gs[gr * ld + c_hi] : 0u;
+          w[e] = lo | (hi << 16);
+        }
+        st_shared_v4(at, w[0], w[1], w[2], w[3]);
+      }
+    }
+    return;
+  }
+  constexpr int RP = NTHR % CPR == 0 ? NTHR / CPR : 1;  // rows per pass
   constexpr int PASSES = (ROWS + RP - 1) / RP;  // the last pass is partial if RP does not divide
   constexpr bool RAGGED = ROWS % RP != 0;
   const int c = tid % CPR, rb = tid / CPR;
@@ -447,7 +477,7 @@ constexpr u32 max3(u32 a, u32 b, u32 c) { return a > b ? (a > c ? a : c) : (b > 
 constexpr u32 BAR_OFF = max3(RING_BYTES, STAGING_BYTES, PART_BYTES);  // mbarriers
 static_assert(BK == 64, "the wgmma variant uses 64-element (128-byte) K slices");
 static_assert(MW >= 1 && BM % (64 * CONSUMERS) == 0, "BM is a multiple of 128");
-static_assert(BN == 128 || BN == 256, "wgmma N is 128 or 256");
+static_assert(BN == 128 || BN == 192 || BN == 256, "wgmma N is 128, 192 or 256 here");
 // Clusters: 3 producer warps load, the 4th sends this CTA's half of the shared operand (B for
 // CL 1: BN/2 columns = BN/128 column blocks; A for CL 2: BM/2 rows) to the peer CTA.
 constexpr int LOADERS = 96;
@@ -467,16 +497,17 @@ constexpr u32 EPI_BUF = 64 * 128;
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define WG_REGS128 WG_REGS64 ", " \
+#define WG_REGS96 WG_REGS64 ", " \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define WG_REGS128 WG_REGS96 ", " \
   "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
   "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 // The 64 accumulators d[o] .. d[o + 63] as read-write asm operands.
 #define WG_ACC8(d, o) "+f"(d[o]), "+f"(d[o + 1]), "+f"(d[o + 2]), "+f"(d[o + 3]), \
   "+f"(d[o + 4]), "+f"(d[o + 5]), "+f"(d[o + 6]), "+f"(d[o + 7])
-#define WG_ACC64(d, o) WG_ACC8(d, o), WG_ACC8(d, o + 8), WG_ACC8(d, o + 16), WG_ACC8(d, o + 24), \
-  WG_ACC8(d, o + 32), WG_ACC8(d, o + 40), WG_ACC8(d, o + 48), WG_ACC8(d, o + 56)
+#define WG_ACC32(d, o) WG_ACC8(d, o), WG_ACC8(d, o + 8), WG_ACC8(d, o + 16), WG_ACC8(d, o + 24)
+#define WG_ACC64(d, o) WG_ACC32(d, o), WG_ACC32(d, o + 32)
 // wgmma m64nBNk16: d += A (64x16 from descriptor da, K-major) * B (16xBN from db, N-major:
 // imm-trans-b = 1); scale-d = 1 (accumulate), no negation.
 #if BN == 256
@@ -485,6 +516,13 @@ constexpr u32 EPI_BUF = 64 * 128;
                "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" WG_REGS128 "}, " \
                "%128, %129, p, 1, 1, 0, 1;\n}\n"                                               \
                : WG_ACC64(d, 0), WG_ACC64(d, 64)                                               \
+               : "l"(da), "l"(db), "r"(1))
+#elif BN == 192
+#define WG_MMA(TY)                                                                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"                                   \
+               "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " {" WG_REGS96 "}, " \
+               "%96, %97, p, 1, 1, 0, 1;\n}\n"                                               \
+               : WG_ACC64(d, 0), WG_ACC32(d, 64)                                              \
                : "l"(da), "l"(db), "r"(1))
 #else
 #define WG_MMA(TY)                                                                             \

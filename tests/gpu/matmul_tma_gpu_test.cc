@@ -6,7 +6,7 @@
 //    A): each CTA's producer loads its half of the shared operand once and the TMA engine
 //    multicasts it into both CTAs' stages; persistent (PERS 1) or not; two CTAs per pair of tiles.
 //  - MatmulTmaStore: PERS 2, persistent CTAs whose epilogue goes through shared memory and TMA
-//    stores that overlap the next tile; the grid is min(tiles, 132).
+//    stores that overlap the next tile, at each tile size it has; the grid is min(tiles, 132).
 #include <gtest/gtest.h>
 
 #ifdef KILN_HAVE_CUDA
@@ -86,14 +86,15 @@ class MatmulTmaStore : public ::testing::TestWithParam<const char*> {
 TEST_P(MatmulTmaStore, VerifiesPersistentWithTheEpilogueThroughTmaStores) {
   testing::TempDir dir;
   const std::string out = dir.file("result.json"), log = dir.file("progress.txt");
-  // 640 x 768: 5 x 3 = 15 tiles of 128 x 256, or 3 x 6 = 18 of 256 x 128 (the last row of them
-  // half outside C), so a grid of 15 or 18 persistent CTAs.
+  // 640 x 768: 5 x 3 = 15 tiles of 128 x 256, 3 x 6 = 18 of 256 x 128 (the last row of them half
+  // outside C), 5 x 4 = 20 of 128 x 192 or 5 x 6 = 30 of 128 x 128, so a grid of as many
+  // persistent CTAs.
   const std::string tile = GetParam();
   const std::string cmd = "(" + testing::kiln_binary() +
                           " eval matmul --backend cuda --json --shape M=640,N=768,K=1024"
                           " --cache-dir " +
                           dir.path() + " --targets-dir " + testing::source_root() +
-                          "/targets --params BK=64,GROUP_M=4,IMPL=1,SK=1,STAGES=4,WM=1,WN=1,"
+                          "/targets --params BK=64,GROUP_M=4,IMPL=1,SK=1,WM=1,WN=1,"
                           "TMA=1,CL=0,PERS=2," +
                           tile + " > " + out + " 2> " + log + ")";
   std::string ignored;
@@ -105,14 +106,20 @@ TEST_P(MatmulTmaStore, VerifiesPersistentWithTheEpilogueThroughTmaStores) {
   EXPECT_EQ(rc, 0) << progress;
   EXPECT_EQ(r.value("outcome", ""), "verified") << r.value("log", "") << "\n" << progress;
   ASSERT_TRUE(r.contains("geometry") && r["geometry"].contains("grid")) << r.dump();
-  EXPECT_EQ(r["geometry"]["grid"][0].get<long long>(), tile == "BM=128,BN=256" ? 15 : 18)
-      << r["geometry"].dump();
+  const long long tiles = tile.find("BM=256") != std::string::npos   ? 18
+                          : tile.find("BN=256") != std::string::npos ? 15
+                          : tile.find("BN=192") != std::string::npos ? 20
+                                                                     : 30;
+  EXPECT_EQ(r["geometry"]["grid"][0].get<long long>(), tiles) << r["geometry"].dump();
   EXPECT_GT(r["timing"].value("median_us", 0.0), 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, MatmulTmaStore, ::testing::Values("BM=128,BN=256", "BM=256,BN=128"),
+INSTANTIATE_TEST_SUITE_P(Tiles, MatmulTmaStore,
+                         ::testing::Values("BM=128,BN=256,STAGES=4", "BM=256,BN=128,STAGES=4",
+                                           "BM=128,BN=192,STAGES=4", "BM=128,BN=128,STAGES=6"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
-                           return std::string(i.param)[3] == '1' ? "Tile128x256" : "Tile256x128";
+                           const std::string p = i.param;
+                           return "Tile" + p.substr(3, 3) + "x" + p.substr(10, 3);
                          });
 
 }  // namespace
