@@ -243,67 +243,6 @@ bool BuiltinProposer::usable(const Params& base, const Config& c, const SeenFn& 
   return !seen || !seen(to_params(base, c));
 }
 
-bool BuiltinProposer::nearest(const Params& base, const Config& from,
-                              const std::vector<bool>& fixed, int max_changes, const SeenFn& seen,
-                              std::mt19937_64& rng, Config* out) {
-  std::vector<int> free;
-  for (size_t i = 0; i < names_.size(); ++i) {
-    if (!fixed[i] && values_[i].size() >= 2) free.push_back(static_cast<int>(i));
-  }
-  const int levels = std::min<int>(max_changes, static_cast<int>(free.size()));
-  int64_t examined = 0;
-  for (int k = 1; k <= levels; ++k) {
-    int best_distance = std::numeric_limits<int>::max();
-    std::vector<Config> best;
-    bool over_budget = false;
-    Config candidate = from;
-    std::vector<int> subset(k);
-    // Assigns every value other than from's to subset[j..k), then checks the candidate.
-    std::function<void(int, int)> assign = [&](int j, int distance) {
-      if (over_budget) return;
-      if (j == k) {
-        if (++examined > options_.max_examined) {
-          over_budget = true;
-          return;
-        }
-        if (distance > best_distance) return;
-        if (!usable(base, candidate, seen)) return;
-        if (distance < best_distance) {
-          best_distance = distance;
-          best.clear();
-        }
-        best.push_back(candidate);
-        return;
-      }
-      const int pos = subset[j];
-      for (int v = 0; v < static_cast<int>(values_[pos].size()); ++v) {
-        if (v == from[pos]) continue;
-        candidate[pos] = v;
-        assign(j + 1, distance + std::abs(v - from[pos]));
-      }
-      candidate[pos] = from[pos];
-    };
-    // Every k-subset of the free positions, in lexicographic order.
-    std::vector<int> idx(k);
-    for (int j = 0; j < k; ++j) idx[j] = j;
-    while (!over_budget) {
-      for (int j = 0; j < k; ++j) subset[j] = free[idx[j]];
-      assign(0, 0);
-      int j = k - 1;
-      while (j >= 0 && idx[j] == static_cast<int>(free.size()) - k + j) --j;
-      if (j < 0) break;
-      ++idx[j];
-      for (int m = j + 1; m < k; ++m) idx[m] = idx[m - 1] + 1;
-    }
-    if (!best.empty()) {
-      *out = best[pick(rng, best.size())];
-      return true;
-    }
-    if (over_budget) return false;
-  }
-  return false;
-}
-
 std::string BuiltinProposer::describe_changes(const Config& from, const Config& to,
                                               int skip) const {
   std::string s;

@@ -33,6 +33,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -189,6 +190,9 @@ class BuiltinProposer {
   // distances; ties are broken by `rng`. False when there is none within the limits.
   bool nearest(const Params& base, const Config& from, const std::vector<bool>& fixed,
                int max_changes, const SeenFn& seen, std::mt19937_64& rng, Config* out);
+  // nearest()'s choice made by scanning the space's valid configurations (listed on first use).
+  bool nearest_in_space(const Params& base, const Config& from, const std::vector<bool>& fixed,
+                        int max_changes, const SeenFn& seen, std::mt19937_64& rng, Config* out);
   std::string describe_changes(const Config& from, const Config& to, int skip) const;
   int tier_of(int position) const;
   std::string tier_label(int tier) const;  // "tier 0: block size", or "tier 0"
@@ -212,6 +216,7 @@ class BuiltinProposer {
   std::vector<std::string> structural_;
   std::unordered_map<std::string, bool> valid_cache_;
   std::unique_ptr<eval::ConstraintCheck> constraints_;  // parsed once, over names_
+  std::optional<std::vector<Config>> space_;  // every valid configuration, once nearest() needs it
   std::map<Params, Pending> pending_;
   int current_tier_ = 0;
   int stall_ = 0;  // mutations of the current tier reported without improvement, in a row

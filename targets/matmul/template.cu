@@ -26,13 +26,13 @@
 //    its bytes on the peer's `full` barrier (expect-tx). L2 -> SM traffic per CTA drops by a
 //    third (CL 1, 128x256). Stage reuse needs both CTAs' consumers: `empty` counts the consumer
 //    warps of both CTAs (remote arrive through mapa). 3 producer warps load, the 4th sends.
-//    SK 2 / 4 / 8 (split-K, CL 0 and PERS 0 only): a cluster of SK CTAs computes one tile, CTA
-//    `rank` the K slices [rank * KT / SK, (rank + 1) * KT / SK). For few rows (M = 128 tokens)
-//    the tiles alone leave most SMs idle. Each CTA stores its f32 partial tile in its own shared
-//    memory; after a cluster barrier, CTA `rank` sums rows [rank * BM / SK, +BM / SK) of all SK
-//    partials through distributed shared memory in rank order 0, 1, ... (the same order every
-//    run: bitwise deterministic, no workspace, no atomics) and writes them to C; a second cluster
-//    barrier keeps every partial alive until its readers are done.
+//    SK 2 / 3 / 4 / 8 (split-K, CL 0 and PERS 0 only): a cluster of SK CTAs computes one tile,
+//    CTA `rank` the K slices [rank * KT / SK, (rank + 1) * KT / SK). For few rows (M = 128
+//    tokens) the tiles alone leave most SMs idle. Each CTA stores its f32 partial tile in its own
+//    shared memory; after a cluster barrier, CTA `rank` sums rows [rank * R, +R) (R = BM / SK
+//    rounded up) of all SK partials through distributed shared memory in rank order 0, 1, ...
+//    (the same order every run: bitwise deterministic, no workspace, no atomics) and writes them
+//    to C; a second cluster barrier keeps every partial alive until its readers are done.
 //    TMA 1: one producer thread fills a stage with the Tensor Memory Accelerator instead of 128
 //    threads with cp.async: A as one BM x 64 box, B as BN/64 boxes of 64 x 64, through the
 //    tensor maps kiln encodes (target.json "tensor_maps", 128-byte swizzle: exactly the layouts
@@ -484,7 +484,7 @@ constexpr int LOADERS = 96;
 constexpr u32 HALF_BYTES = CL == 1 ? B_BYTES / 2 : A_BYTES / 2;
 static_assert(CL == 0 || CL == 1 || CL == 2, "CL is 0 (no cluster), 1 (share B) or 2 (share A)");
 static_assert(CL != 1 || BN % 128 == 0, "B halves are whole 64-column blocks");
-static_assert(SK == 1 || SK == 2 || SK == 4 || SK == 8, "SK is 1, 2, 4 or 8 (a portable cluster)");
+static_assert(SK >= 1 && SK <= 8, "SK is 1 to 8 (a portable cluster)");
 static_assert(SK == 1 || (CL == 0 && PERS == 0), "split-K has a cluster of its own, one tile");
 static_assert(PERS != 2 || (TMA == 1 && CL == 0), "PERS 2 stores with TMA from single CTAs");
 // PERS 2: two 8 KB epilogue buffers (64 x 64 elements) per consumer warpgroup, after the barriers.
@@ -719,17 +719,18 @@ __device__ __forceinline__ void store_tile_tma(float (&acc)[MW][NACC], int wg, i
   }
 }
 
-// Split-K: CTA `rank` sums rows [rank * BM / SK, +BM / SK) of the SK partial tiles (f32, pitch
+// Split-K: CTA `rank` sums rows [rank * ROWS, +ROWS) (ROWS = BM / SK rounded up; the last rank
+// fewer) of the SK partial tiles (f32, pitch
 // PART_PITCH, at shared address `part` in every CTA of the cluster) in rank order and writes them
 // to C as T, 8 columns per thread and step.
 __device__ __forceinline__ void reduce_partials(u32 part, u32 rank, T* __restrict__ C, long long M,
                                                 long long N, long long m0, long long n0, int tid) {
-  constexpr int ROWS = BM / SK, CPR = BN / 8;
+  constexpr int ROWS = (BM + SK - 1) / SK, CPR = BN / 8;
   const bool vec = (N % 8 == 0) && (reinterpret_cast<u64>(C) % 16 == 0);
   for (int q = tid; q < ROWS * CPR; q += NTHREADS) {
     const int r = static_cast<int>(rank) * ROWS + q / CPR, c = (q % CPR) * 8;
     const long long gr = m0 + r, gc = n0 + c;
-    if (gr >= M || gc >= N) continue;
+    if ((BM % SK != 0 && r >= BM) || gr >= M || gc >= N) continue;
     const u32 at = part + (r * PART_PITCH + c) * 4;
     float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll

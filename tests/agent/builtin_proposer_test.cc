@@ -403,7 +403,10 @@ TEST(BuiltinProposer, CrossoverTakesEveryValueFromOneOfTheParents) {
 TEST(BuiltinProposer, SwitchVariantChangesTheStructuralParameterAndRepairs) {
   RealTemplate matmul = load_real("matmul");
   ASSERT_NE(matmul.spec, nullptr);
-  BuiltinProposer proposer(*matmul.spec, matmul.shape, matmul.dtype);
+  // A smaller search budget than the default: the far variants come from the scan of the space.
+  BuiltinProposerOptions options;
+  options.max_examined = 20000;
+  BuiltinProposer proposer(*matmul.spec, matmul.shape, matmul.dtype, options);
   EXPECT_EQ(proposer.structural(), (std::vector<std::string>{"IMPL", "TMA"}));
   const Params mma = {{"IMPL", "0"}, {"BM", "128"},    {"BN", "128"},   {"BK", "32"},
                       {"WM", "2"},   {"WN", "2"},      {"STAGES", "3"}, {"CL", "0"},
@@ -431,7 +434,7 @@ TEST(BuiltinProposer, SwitchVariantChangesTheStructuralParameterAndRepairs) {
                                          [](const Params& c) { return c.at("IMPL") == "1"; });
   for (int i = 1; i < wgmma_count; ++i) {
     Proposal q = proposer.switch_variant(mma, seen.fn(), rng);
-    ASSERT_FALSE(q.empty()) << q.reason;
+    ASSERT_FALSE(q.empty()) << q.reason << " (after " << i << " of " << wgmma_count << ")";
     EXPECT_EQ(q.params.at("IMPL"), "1");
     EXPECT_TRUE(proposer.valid(q.params)) << q.description;
     EXPECT_TRUE(seen.configs.insert(q.params).second);
@@ -455,6 +458,52 @@ TEST(BuiltinProposer, SwitchVariantChangesTheStructuralParameterAndRepairs) {
   BuiltinProposer fp(flat, kShape, DType::kF32);
   EXPECT_EQ(fp.switch_variant({{"BLOCK", "1"}}, {}, rng).reason,
             "the template has no structural parameter");
+}
+
+TEST(BuiltinProposer, PastItsSearchBudgetTheNearestVariantComesFromAScanOfTheSpace) {
+  // V = 1 needs A + ... + E >= 14: from all ones (sum 5) at least 5 changes, and the nearest
+  // (index distance 9) has four parameters at 3 and one at 2. A search of 10 combinations ends
+  // inside level 1; the scan must still find one of those five.
+  KernelSpec spec = synthetic({{"V", {0, 1}},
+                               {"A", {1, 2, 3}},
+                               {"B", {1, 2, 3}},
+                               {"C", {1, 2, 3}},
+                               {"D", {1, 2, 3}},
+                               {"E", {1, 2, 3}}},
+                              {"V == 0 || A + B + C + D + E >= 14"});
+  const Params parent = {{"V", "0"}, {"A", "1"}, {"B", "1"}, {"C", "1"}, {"D", "1"}, {"E", "1"}};
+  for (int64_t budget : {int64_t{10}, int64_t{200000}}) {
+    BuiltinProposerOptions options;
+    options.structural = {"V"};
+    options.max_examined = budget;
+    BuiltinProposer proposer(spec, kShape, DType::kF32, options);
+    std::set<Params> children;
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      std::mt19937_64 rng(seed);
+      Proposal q = proposer.switch_variant(parent, {}, rng);
+      ASSERT_FALSE(q.empty()) << "budget " << budget << ": " << q.reason;
+      EXPECT_EQ(q.params.at("V"), "1");
+      int threes = 0, twos = 0;
+      for (const char* n : {"A", "B", "C", "D", "E"}) {
+        threes += q.params.at(n) == "3";
+        twos += q.params.at(n) == "2";
+      }
+      EXPECT_EQ(threes, 4) << q.description;
+      EXPECT_EQ(twos, 1) << q.description;
+      children.insert(q.params);
+    }
+    EXPECT_EQ(children.size(), 5u) << "budget " << budget << ": the ties are drawn at random";
+    // Once those five are seen, the next nearest (sum 15: all at 3) is the only one left.
+    SeenSet seen;
+    for (const auto& c : children) seen.configs.insert(c);
+    std::mt19937_64 rng(7);
+    Proposal q = proposer.switch_variant(parent, seen.fn(), rng);
+    ASSERT_FALSE(q.empty()) << q.reason;
+    EXPECT_EQ(changed(parent, q.params).size(), 6u) << q.description;
+    seen.configs.insert(q.params);
+    EXPECT_EQ(proposer.switch_variant(parent, seen.fn(), rng).reason,
+              "no unseen valid structural variant around parent");
+  }
 }
 
 TEST(BuiltinProposer, GreedyKeepRevertLoopReachesTheOptimum) {

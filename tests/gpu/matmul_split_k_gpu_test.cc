@@ -1,4 +1,4 @@
-// matmul's split-K configurations (SK 2, 4, 8: a cluster of SK CTAs per tile, the partial tiles
+// matmul's split-K configurations (SK 2, 3, 4, 8: a cluster of SK CTAs per tile, the partial tiles
 // summed through distributed shared memory) on a real GPU (ctest label gpu): `kiln eval` must
 // verify each one through all five stages -- the edge shapes give some CTAs of a cluster no K
 // slice at all (K = 1 against 8 ranks), the sweep shapes rows that are not 16-byte aligned -- and
@@ -54,7 +54,7 @@ TEST_P(MatmulSplitK, VerifiesDeterministicallyWithSkCtasPerTile) {
   EXPECT_GT(r["timing"].value("median_us", 0.0), 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(ClusterSizes, MatmulSplitK, ::testing::Values(2, 4, 8),
+INSTANTIATE_TEST_SUITE_P(ClusterSizes, MatmulSplitK, ::testing::Values(2, 3, 4, 8),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return "SK" + std::to_string(i.param);
                          });
