@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "cli/launch_check.h"
 #include "cli/sweep.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/reference.h"
@@ -35,11 +36,6 @@ struct TargetsArgs {
   uint32_t limit = 0;
   unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
 };
-
-// The launch limits every CUDA device kiln targets has: a block of at most 1,024 threads and at
-// most 227 KB of dynamic shared memory (sm_90).
-constexpr uint64_t kMaxThreadsPerBlock = 1024;
-constexpr uint64_t kMaxSharedBytes = 227 * 1024;
 
 std::string shape_list(const std::vector<Shape>& shapes) {
   std::string s;
@@ -101,31 +97,11 @@ int check_kernel(const TargetSpec& t, const std::string& backend, const BackendS
                  const std::string& label, const std::string& arch, std::set<std::string>* scanned,
                  std::vector<CompileJob>* jobs) {
   int problems = 0;
-  std::vector<Shape> shapes = {t.benchmark_for(backend)};
-  for (const auto* list : {&t.smoke, &t.sweep, &t.edge}) shapes.insert(shapes.end(), list->begin(), list->end());
-  for (const Shape& sh : shapes) {
-    for (DType d : b.dtypes) {
-      Result<eval::LaunchGeometry> g = eval::launch_geometry(spec, sh, d, params);
-      std::string why;
-      if (!g.is_ok()) {
-        why = g.status().message();
-      } else if (backend == "cuda") {
-        const uint64_t threads = uint64_t{g->block[0]} * g->block[1] * g->block[2];
-        if (threads == 0 || threads > kMaxThreadsPerBlock) why = std::to_string(threads) + " threads per block";
-        if (g->shared_bytes > kMaxSharedBytes) why = std::to_string(g->shared_bytes) + " bytes of shared memory";
-        if (g->grid[0] == 0 || g->grid[1] == 0 || g->grid[2] == 0) why = "an empty grid";
-      }
-      if (why.empty()) {
-        Result<std::vector<TensorMapArg>> maps = tensor_maps_at(t, spec.tensor_maps, params, sh, d);
-        if (!maps.is_ok()) why = maps.status().message();
-      }
-      if (!why.empty()) {
-        std::printf("  FAIL %s %s %s: launch geometry at %s: %s\n", backend.c_str(), label.c_str(),
-                    std::string(dtype_name(d)).c_str(), shape_string(sh).c_str(), why.c_str());
-        ++problems;
-        break;
-      }
-    }
+  for (const LaunchProblem& p : launch_problems(t, backend, b, spec, params)) {
+    std::printf("  FAIL %s %s %s: launch geometry at %s: %s\n", backend.c_str(), label.c_str(),
+                std::string(dtype_name(p.dtype)).c_str(), shape_string(p.shape).c_str(),
+                p.why.c_str());
+    ++problems;
   }
   if (scanned->insert(spec.source_file).second) {
     for (const eval::ScanFinding& f : eval::scan_source(spec.source, backend)) {
