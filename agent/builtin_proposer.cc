@@ -51,9 +51,6 @@ std::string config_key(const std::vector<int>& c) {
   return key;
 }
 
-// A uniform pick in [0, n) from `rng`, the same on every platform (unlike the distributions).
-size_t pick(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : static_cast<size_t>(rng() % n); }
-
 bool chance(std::mt19937_64& rng, double p) {
   if (p <= 0) return false;
   if (p >= 1) return true;
@@ -73,6 +70,8 @@ Proposal empty_proposal(std::string reason) {
 }
 
 }  // namespace
+
+size_t pick(std::mt19937_64& rng, size_t n) { return n <= 1 ? 0 : static_cast<size_t>(rng() % n); }
 
 Tiers default_tiers(const KernelSpec& spec) {
   Tiers tiers(kDefaultTierCount);

@@ -119,6 +119,10 @@ struct Proposal {
   bool empty() const { return params.empty(); }
 };
 
+// A uniform pick in [0, n) from `rng`, the same on every platform (unlike the distributions):
+// the proposer's every random choice, so a seed gives the same proposals everywhere.
+size_t pick(std::mt19937_64& rng, size_t n);
+
 class BuiltinProposer {
  public:
   // `spec` must outlive the proposer. `shape` and `dtype` are those the constraints are evaluated

@@ -65,7 +65,7 @@ bool BuiltinProposer::nearest(const Params& base, const Config& from,
       for (int m = j + 1; m < k; ++m) idx[m] = idx[m - 1] + 1;
     }
     if (!best.empty()) {
-      *out = best[best.size() <= 1 ? 0 : static_cast<size_t>(rng() % best.size())];
+      *out = best[pick(rng, best.size())];
       return true;
     }
     // Too many combinations at this depth (a large space, a parent far from the rest): the same
@@ -109,7 +109,7 @@ bool BuiltinProposer::nearest_in_space(const Params& base, const Config& from,
     best.push_back(&c);
   }
   if (best.empty()) return false;
-  *out = *best[best.size() <= 1 ? 0 : static_cast<size_t>(rng() % best.size())];
+  *out = *best[pick(rng, best.size())];
   return true;
 }
 
