@@ -601,20 +601,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
-// Wait on a barrier that collects arrivals from the peer CTA too (`empty` of a cluster). The
-// waiter's next step is an async-proxy write (TMA, bulk copy) into the stages the arrivals
-// released, so CTA-scope acquire suffices (see mbar_arrive_remote).
-__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
-  u32 done;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 // Bulk copy (async proxy, the TMA engine) of `bytes` from this CTA's shared memory to another
 // CTA's; completes `bytes` transactions on that CTA's mbarrier (both as shared::cluster addresses).
 __device__ __forceinline__ void bulk_copy_to_peer(u32 dst_cluster, u32 src, u32 bytes,
@@ -852,12 +838,9 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
           for (int i = 0; i < KTL; ++i) {
             const int g = g0 + i;
             const int s = g % STAGES;
-            if (g >= STAGES) {
-              if constexpr (CL == 0)
-                mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
-              else
-                mbar_wait_cluster(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
-            }
+            // With clusters `empty` also counts the peer's consumers (remote arrivals); a CTA-scope
+            // wait suffices, as the next step is a TMA write (see mbar_arrive_remote).
+            if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
             const int k0 = (kb + i) * BK;
             const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES, full = full_bar + 8 * s;
             mbar_arrive_expect_tx(full, STAGE_BYTES);
@@ -917,7 +900,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         for (int i = 0; i < KTL; ++i) {
           const int g = g0 + i;
           const int s = g % STAGES;
-          if (g >= STAGES) mbar_wait_cluster(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
+          if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
           if (ptid == 0) mbar_arrive_expect_tx(full_bar + 8 * s, HALF_BYTES);  // the peer's half
           const long long k0 = static_cast<long long>(kb + i) * BK;
           const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
