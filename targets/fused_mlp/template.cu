@@ -32,6 +32,15 @@
 //   WIDE 1 + right after a tile's mainloop the next tile (claimed ahead) has its first k-tiles
 //   issued, if it can start (phase 1, or its row block of h is already complete: one poll), so
 //   the pipeline refills during the epilogue instead of after it.
+// - TMA 1 (ARCH 2, WIDE 1, BN 256): one producer thread fills each slot with TMA boxes through
+//   the tensor maps kiln encodes (target.json "tensor_maps": x or h as one BM x 64 box, the
+//   weights as 64 x 64 boxes, 128-byte swizzle: the layout above; out-of-range elements arrive as
+//   zeros), completing the slot's bytes on its `full` mbarrier, and each consumer warpgroup's rows
+//   of a y tile leave through two 8 KB shared-memory buffers and TMA stores, so the warpgroup goes
+//   on to its next tile while the engine writes y. A phase-2 tile reads h, written with ordinary
+//   stores by other blocks, through the async proxy: writer and reader both fence the proxies
+//   (fence.proxy.async.global) around the counter's release and acquire. Where rows are not
+//   16-byte aligned kiln passes zero maps and the cp.async producer runs instead.
 // - Rows whose pitch is not a multiple of 8 elements, or misaligned pointers: the same pipeline
 //   with element-wise guarded loads into the same layout (slow, correct). Stores are guarded.
 #ifndef ARCH
@@ -55,6 +64,9 @@
 #ifndef WIDE
 #define WIDE 0  // 1: one wgmma m64n(BN)k16 per k16 step (gate and up together); ARCH 2 claims ahead
 #endif
+#ifndef TMA
+#define TMA 0  // 1 (ARCH 2, WIDE 1, BN 256): TMA loads by one producer thread, TMA stores of y
+#endif
 
 #define BM (64 * WG)          // one warpgroup (ARCH 1) or two warps (ARCH 0) per 64 rows
 #define BK 64
@@ -67,6 +79,7 @@ constexpr int kPref = ARCH == 1 ? STAGES - 2 : STAGES - 1;  // k-tiles in flight
 static_assert(kPref >= 1, "ARCH 1 needs STAGES >= 3");
 static_assert(BN == 128 || BN == 256, "BN is 128 or 256");
 static_assert(ARCH == 1 || WG == 2, "ARCH 0 uses 8 warps, ARCH 2 two consumer warpgroups");
+static_assert(!TMA || (ARCH == 2 && WIDE == 1 && BN == 256), "TMA is for ARCH 2, WIDE 1, BN 256");
 
 template <typename A, typename B> struct SameType { static constexpr bool value = false; };
 template <typename A> struct SameType<A, A> { static constexpr bool value = true; };
@@ -868,10 +881,104 @@ __device__ __forceinline__ void named_barrier(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+#if TMA
+constexpr int kEpiBytes = 64 * 128;  // one 64 x 64 block of y, 128-byte rows
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned addr, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(addr), "r"(bytes)
+               : "memory");
+}
+// Orders this thread's global accesses through the generic proxy (ordinary loads, stores and
+// the counters) with those through the async proxy (TMA), both ways.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+// The box of `map` at (c0 innermost, c1) into shared memory at `dst`, its bytes completing on the
+// mbarrier `bar` (the map is a __grid_constant__ parameter: its generic address).
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const kiln_tensor_map& map, long long c0,
+                                            long long c1, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(&map)), "r"(static_cast<int>(c0)),
+      "r"(static_cast<int>(c1)), "r"(bar)
+      : "memory");
+}
+// The box of `map` at (c0, c1) from shared memory at `src`, in this thread's bulk group; elements
+// outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const kiln_tensor_map& map, long long c0, long long c1,
+                                             unsigned src) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+          reinterpret_cast<unsigned long long>(&map)),
+      "r"(static_cast<int>(c0)), "r"(static_cast<int>(c1)), "r"(src)
+      : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// Waits until at most N of this thread's bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+// Accumulator half `v` (n8 blocks [jb, jb + 8) of it) of this thread, as one 64 x 64 block of T
+// in `buf`: row r, 16-byte chunk c at r * 128 + (c ^ (r & 7)) * 16 (the map's 128-byte swizzle, and
+// a warp's 4-byte writes land in 32 different banks).
+__device__ __forceinline__ void put_block(const float (&v)[kAcc], int jb, unsigned buf, int wq,
+                                          int lane) {
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = wq * 16 + (lane >> 2) + 8 * hf;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const int j = jb + c;
+      const Pair pr = pack2(v[4 * j + 2 * hf], v[4 * j + 2 * hf + 1]);
+      const unsigned at = buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * (lane & 3);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at),
+                   "r"(*reinterpret_cast<const unsigned*>(&pr))
+                   : "memory");
+    }
+  }
+}
+
+// Consumer warpgroup cw's 64 rows of the y tile at (m0, n0), a 64 x 64 block at a time through
+// its two buffers at `bufs` (a buffer is refilled once the store before last has read it); one
+// thread of the warpgroup issues the stores.
+__device__ __forceinline__ void store_y_tma(const Acc& acc, int cw, int ctid, long long m0,
+                                            long long n0, const kiln_tensor_map& map,
+                                            unsigned bufs) {
+  const int lane = ctid & 31, wq = (ctid >> 5) & 3;
+  const bool leader = (ctid & 127) == 0;
+#pragma unroll
+  for (int blk = 0; blk < BN / 64; ++blk) {
+    const unsigned buf = bufs + (blk & 1) * kEpiBytes;
+    if (leader) tma_store_wait_read<1>();
+    named_barrier(4 + cw, 128);
+    if (blk < BN / 128) {
+      put_block(acc.h0, blk * 8, buf, wq, lane);
+    } else {
+      put_block(acc.h1, (blk - BN / 128) * 8, buf, wq, lane);
+    }
+    fence_proxy_async();  // the generic writes, before the TMA engine reads the buffer
+    named_barrier(4 + cw, 128);
+    if (leader) tma_store_2d(map, n0 + 64 * blk, m0 + 64 * cw, buf);
+  }
+}
+#define KILN_TMA_PARAMS                                 \
+  , const __grid_constant__ kiln_tensor_map x_tiles,    \
+      const __grid_constant__ kiln_tensor_map w1_tiles, \
+      const __grid_constant__ kiln_tensor_map w3_tiles, \
+      const __grid_constant__ kiln_tensor_map h_tiles,  \
+      const __grid_constant__ kiln_tensor_map w2_tiles, \
+      const __grid_constant__ kiln_tensor_map y_tiles
+#else
+#define KILN_TMA_PARAMS
+#endif
+
 extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
     fused_mlp(const T* __restrict__ x, const T* __restrict__ w1, const T* __restrict__ w3,
               const T* __restrict__ w2, T* __restrict__ y, T* h, int* sync, long long M,
-              long long D, long long H) {
+              long long D, long long H KILN_TMA_PARAMS) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ unsigned long long s_full[STAGES], s_empty[STAGES];
   __shared__ int s_meta[STAGES][2];  // ticket (-1: end of stream), k-tile
@@ -894,9 +1001,11 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
   const bool vec = D % 8 == 0 && H % 8 == 0 && aligned16(x) && aligned16(w1) && aligned16(w3) &&
                    aligned16(w2) && aligned16(y) && aligned16(h);
   const unsigned full0 = smem_u32(&s_full[0]), empty0 = smem_u32(&s_empty[0]);
+  const bool tma = TMA && vec;  // rows 16-byte aligned: kiln encoded the maps
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
-      mbar_init(full0 + 8 * s, kProd + 1);  // one arrival per producer thread + the meta writer
+      // cp.async: one arrival per producer thread + the meta writer; TMA: the writer's expect-tx
+      mbar_init(full0 + 8 * s, tma ? 1 : kProd + 1);
       mbar_init(empty0 + 8 * s, 8);         // one per consumer warp
     }
     s_done = 0;
@@ -906,77 +1015,140 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
   // The role as a warp-uniform value (ptxas then sees the consumers' wgmma in converged code).
   const int role = __shfl_sync(0xffffffffu, tid / kProd, 0);
   if (role == 0) {
-    // ------------------------------------------------ producer
-
-    unsigned g = 0;  // k-steps issued so far (all tiles)
-    unsigned local_next = 0;
-    VecLoader<kProd> v;
-    // WIDE: thread 0 claims each ticket one tile ahead, so the atomic's round trip overlaps the
-    // previous tile's loads (it stops claiming once it has handed out a ticket >= total: the
-    // exit count below still comes after this block's last claim). A ticket claimed ahead while
-    // this block streams a phase-1 tile is processed right after it, without any wait; one
-    // claimed during a phase-2 tile is itself a phase-2 ticket: the no-deadlock argument holds.
-    unsigned ahead = 0;
-    if (WIDE && tid == 0) ahead = solo ? local_next++ : atomicAdd(queue, 1u);
-    for (;;) {
+    if (tma) {
+#if TMA
+      // ------------------------------------------------ producer, TMA: thread 0 alone
+      // Claims each ticket one tile ahead (as WIDE below) and fills slot g % STAGES with k-tile g:
+      // the meta, then the expect-tx arrival, then the boxes (A, then B's 64-column atoms: w1's
+      // then w3's columns in phase 1, w2's in phase 2).
       if (tid == 0) {
-        if (WIDE) {
-          s_ticket = ahead;
+        unsigned g = 0, local_next = 0;
+        unsigned ahead = solo ? local_next++ : atomicAdd(queue, 1u);
+        for (;;) {
+          const long long ticket = ahead;
           if (ahead < total) ahead = solo ? local_next++ : atomicAdd(queue, 1u);
-        } else {
-          s_ticket = solo ? local_next++ : atomicAdd(queue, 1u);
+          if (ticket >= total) {
+            const int s = static_cast<int>(g % STAGES);
+            if (g >= STAGES) mbar_wait(empty0 + 8 * s, (g / STAGES - 1) & 1);
+            s_meta[s][0] = -1;
+            mbar_arrive(full0 + 8 * s);
+            break;
+          }
+          const bool phase1 = ticket < t1;
+          long long m, n;
+          if (phase1) {
+            tile_of(ticket, mt, gm, nt1, &m, &n);
+          } else {
+            tile_of(ticket - t1, mt, gm, nt2, &m, &n);
+            // Row block m of h must be complete (see the cp.async producer below); then the
+            // counted generic stores of h, before this thread's TMA reads of it.
+            const unsigned* c = per_row ? done + m : done;
+            const long long need = per_row ? nt1 : t1;
+            while (static_cast<long long>(load_relaxed(c)) < need) __nanosleep(64);
+            __threadfence();
+            fence_proxy_async_global();
+          }
+          const long long m0 = m * BM, n0 = phase1 ? n * (BN / 2) : n * BN;
+          const int kt_count = phase1 ? kt1 : kt2;
+          for (int kt = 0; kt < kt_count; ++kt, ++g) {
+            const int s = static_cast<int>(g % STAGES);
+            if (g >= STAGES) mbar_wait(empty0 + 8 * s, (g / STAGES - 1) & 1);
+            s_meta[s][0] = static_cast<int>(ticket);
+            s_meta[s][1] = kt;
+            const unsigned st = smem_u32(smem + s * kStageBytes), full = full0 + 8 * s;
+            const long long k0 = static_cast<long long>(kt) * BK;
+            mbar_arrive_expect_tx(full, kStageBytes);
+            if (phase1) {
+              tma_load_2d(st, x_tiles, k0, m0, full);
+#pragma unroll
+              for (int a = 0; a < BN / 128; ++a) {
+                tma_load_2d(st + kABytes + a * kAtomBytes, w1_tiles, n0 + 64 * a, k0, full);
+                tma_load_2d(st + kABytes + (BN / 128 + a) * kAtomBytes, w3_tiles, n0 + 64 * a, k0,
+                            full);
+              }
+            } else {
+              tma_load_2d(st, h_tiles, k0, m0, full);
+#pragma unroll
+              for (int a = 0; a < BN / 64; ++a)
+                tma_load_2d(st + kABytes + a * kAtomBytes, w2_tiles, n0 + 64 * a, k0, full);
+            }
+          }
         }
       }
-      named_barrier(1, kProd);
-      const long long ticket = s_ticket;
-      named_barrier(1, kProd);
-      if (ticket >= total) {
-        const int s = static_cast<int>(g % STAGES);
-        if (g >= STAGES) mbar_wait(empty0 + 8 * s, (g / STAGES - 1) & 1);
+#endif
+    } else {
+      // ------------------------------------------------ producer, cp.async
+
+      unsigned g = 0;  // k-steps issued so far (all tiles)
+      unsigned local_next = 0;
+      VecLoader<kProd> v;
+      // WIDE: thread 0 claims each ticket one tile ahead, so the atomic's round trip overlaps the
+      // previous tile's loads (it stops claiming once it has handed out a ticket >= total: the
+      // exit count below still comes after this block's last claim). A ticket claimed ahead while
+      // this block streams a phase-1 tile is processed right after it, without any wait; one
+      // claimed during a phase-2 tile is itself a phase-2 ticket: the no-deadlock argument holds.
+      unsigned ahead = 0;
+      if (WIDE && tid == 0) ahead = solo ? local_next++ : atomicAdd(queue, 1u);
+      for (;;) {
         if (tid == 0) {
-          s_meta[s][0] = -1;
-          mbar_arrive(full0 + 8 * s);
-        }
-        mbar_arrive(full0 + 8 * s);
-        break;
-      }
-      long long m, n;
-      TileSrc src;
-      int kt_count;
-      if (ticket < t1) {
-        tile_of(ticket, mt, gm, nt1, &m, &n);
-        src = TileSrc{x, w1, w3, D, H, M, H, D, m * BM, n * (BN / 2)};
-        kt_count = kt1;
-      } else {
-        tile_of(ticket - t1, mt, gm, nt2, &m, &n);
-        // Row block m of h must be complete: its phase-1 tiles hold smaller tickets, handed out
-        // to running blocks whose phase-1 work never waits.
-        if (tid == 0) {
-          const unsigned* c = per_row ? done + m : done;
-          const long long need = per_row ? nt1 : t1;
-          while (static_cast<long long>(load_relaxed(c)) < need) __nanosleep(64);
-          __threadfence();
+          if (WIDE) {
+            s_ticket = ahead;
+            if (ahead < total) ahead = solo ? local_next++ : atomicAdd(queue, 1u);
+          } else {
+            s_ticket = solo ? local_next++ : atomicAdd(queue, 1u);
+          }
         }
         named_barrier(1, kProd);
-        src = TileSrc{h, w2, nullptr, H, D, M, D, H, m * BM, n * BN};
-        kt_count = kt2;
-      }
-      v.setup(src, tid);
-      for (int kt = 0; kt < kt_count; ++kt, ++g) {
-        const int s = static_cast<int>(g % STAGES);
-        if (g >= STAGES) mbar_wait(empty0 + 8 * s, (g / STAGES - 1) & 1);
-        unsigned char* stage = smem + s * kStageBytes;
-        if (vec) {
-          v.load(src.b0, smem_u32(stage), kt, tid);
-          mbar_arrive_cp_async(full0 + 8 * s);
-        } else {
-          load_scalar<kProd>(src, stage, kt, tid);
+        const long long ticket = s_ticket;
+        named_barrier(1, kProd);
+        if (ticket >= total) {
+          const int s = static_cast<int>(g % STAGES);
+          if (g >= STAGES) mbar_wait(empty0 + 8 * s, (g / STAGES - 1) & 1);
+          if (tid == 0) {
+            s_meta[s][0] = -1;
+            mbar_arrive(full0 + 8 * s);
+          }
           mbar_arrive(full0 + 8 * s);
+          break;
         }
-        if (tid == 0) {
-          s_meta[s][0] = static_cast<int>(ticket);
-          s_meta[s][1] = kt;
-          mbar_arrive(full0 + 8 * s);
+        long long m, n;
+        TileSrc src;
+        int kt_count;
+        if (ticket < t1) {
+          tile_of(ticket, mt, gm, nt1, &m, &n);
+          src = TileSrc{x, w1, w3, D, H, M, H, D, m * BM, n * (BN / 2)};
+          kt_count = kt1;
+        } else {
+          tile_of(ticket - t1, mt, gm, nt2, &m, &n);
+          // Row block m of h must be complete: its phase-1 tiles hold smaller tickets, handed out
+          // to running blocks whose phase-1 work never waits.
+          if (tid == 0) {
+            const unsigned* c = per_row ? done + m : done;
+            const long long need = per_row ? nt1 : t1;
+            while (static_cast<long long>(load_relaxed(c)) < need) __nanosleep(64);
+            __threadfence();
+          }
+          named_barrier(1, kProd);
+          src = TileSrc{h, w2, nullptr, H, D, M, D, H, m * BM, n * BN};
+          kt_count = kt2;
+        }
+        v.setup(src, tid);
+        for (int kt = 0; kt < kt_count; ++kt, ++g) {
+          const int s = static_cast<int>(g % STAGES);
+          if (g >= STAGES) mbar_wait(empty0 + 8 * s, (g / STAGES - 1) & 1);
+          unsigned char* stage = smem + s * kStageBytes;
+          if (vec) {
+            v.load(src.b0, smem_u32(stage), kt, tid);
+            mbar_arrive_cp_async(full0 + 8 * s);
+          } else {
+            load_scalar<kProd>(src, stage, kt, tid);
+            mbar_arrive(full0 + 8 * s);
+          }
+          if (tid == 0) {
+            s_meta[s][0] = static_cast<int>(ticket);
+            s_meta[s][1] = kt;
+            mbar_arrive(full0 + 8 * s);
+          }
         }
       }
     }
@@ -1011,7 +1183,7 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
           s = static_cast<int>(g % STAGES);
           mbar_wait(full0 + 8 * s, (g / STAGES) & 1);
         }
-        fence_proxy_async();  // the slot's generic-proxy writes, seen by the tensor cores
+        if (!tma) fence_proxy_async();  // the slot's generic-proxy writes, seen by the tensor cores
         const unsigned st = base + s * kStageBytes;
         fence_operand(acc.h0);
         fence_operand(acc.h1);
@@ -1035,14 +1207,27 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
       if (phase1) {
         tile_of(ticket, mt, gm, nt1, &m, &n);
         epilogue_h(acc, h, M, H, m * BM, n * (BN / 2), ctid, vec);
+#if TMA
+        if (tma) fence_proxy_async_global();  // h is read through the async proxy (TMA)
+#endif
         __threadfence();  // this thread's h stores are visible device-wide
         named_barrier(2, 256);
         if (ctid == 0) atomicAdd(per_row ? done + m : done, 1u);
       } else {
         tile_of(ticket - t1, mt, gm, nt2, &m, &n);
+#if TMA
+        if (tma) {
+          store_y_tma(acc, cw, ctid, m * BM, n * BN, y_tiles,
+                      base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
+          continue;
+        }
+#endif
         epilogue_y(acc, y, M, D, m * BM, n * BN, ctid, vec);
       }
     }
+#if TMA
+    if (tma && (ctid & 127) == 0) tma_store_wait_read<0>();  // the buffers outlive their stores
+#endif
     named_barrier(3, kProd + 256);
   }
 }

@@ -1,5 +1,6 @@
-// What the matmul GPU tests (tests/gpu/matmul_*_gpu_test.cc) share: whether this machine can run
-// the wgmma variant, and `kiln eval matmul` of one configuration at one shape with its verdict.
+// What the GPU tests of the wgmma templates (tests/gpu/matmul_*_gpu_test.cc,
+// fused_mlp_tma_gpu_test.cc) share: whether this machine can run the wgmma variants, and
+// `kiln eval` of one configuration at one shape with its verdict.
 #pragma once
 
 #ifdef KILN_HAVE_CUDA
@@ -27,16 +28,17 @@ class HopperMatmulTest : public ::testing::Test {
   }
 };
 
-// `kiln eval matmul --params PARAMS --shape SHAPE --json` on the GPU, in `dir` (its compile
+// `kiln eval TARGET --params PARAMS --shape SHAPE --json` on the GPU, in `dir` (its compile
 // cache too); the result JSON, which must say "verified" with a timing (checked here), and the
 // launch geometry it reports.
-inline nlohmann::json eval_matmul_verified(const TempDir& dir, const std::string& params,
-                                           const std::string& shape) {
+inline nlohmann::json eval_verified(const TempDir& dir, const std::string& target,
+                                    const std::string& params, const std::string& shape) {
   const std::string out = dir.file("result.json"), log = dir.file("progress.txt");
   // In a subshell: run_command captures stderr itself, which must not override these redirections.
-  const std::string cmd = "(" + kiln_binary() + " eval matmul --backend cuda --json --shape " +
-                          shape + " --cache-dir " + dir.path() + " --targets-dir " + source_root() +
-                          "/targets --params " + params + " > " + out + " 2> " + log + ")";
+  const std::string cmd = "(" + kiln_binary() + " eval " + target +
+                          " --backend cuda --json --shape " + shape + " --cache-dir " + dir.path() +
+                          " --targets-dir " + source_root() + "/targets --params " + params +
+                          " > " + out + " 2> " + log + ")";
   std::string ignored;
   const int rc = run_command(cmd, &ignored);
   const std::string progress = read_file(log);
@@ -48,6 +50,11 @@ inline nlohmann::json eval_matmul_verified(const TempDir& dir, const std::string
   EXPECT_TRUE(r.contains("geometry") && r["geometry"].contains("grid")) << r.dump();
   EXPECT_GT(r.value("timing", nlohmann::json::object()).value("median_us", 0.0), 0.0);
   return r;
+}
+
+inline nlohmann::json eval_matmul_verified(const TempDir& dir, const std::string& params,
+                                           const std::string& shape) {
+  return eval_verified(dir, "matmul", params, shape);
 }
 
 // The grid's x size the evaluation reports (-1 when it reports none).

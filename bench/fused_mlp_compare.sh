@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# fused_mlp configurations against PyTorch in one lease, at the benchmark shape (or SHAPE):
+#  - PyTorch eager, torch.compile default and max-autotune-no-cudagraphs of the SwiGLU MLP
+#    (bench/pytorch_baselines.py, kiln's timing method: L2 flushed, medians);
+#  - cuBLAS alone on the MLP's two GEMMs (gate and up as one M x 2H x D product, then the down
+#    projection M x D x H): the floor the issue's moonshot measures against;
+#  - `kiln eval fused_mlp` (static scan, compile, all five verification stages, then the timing)
+#    of each line of CASES (a parameter list; lines starting with # are skipped).
+# Run on the GPU machine from the repository root:
+#   bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]     (SHAPE: M=..,D=..,H=..)
+# OUT gets results.jsonl (bench/eval_record.py), pytorch-*.json and table.md. PYTORCH_ARGS adds
+# options to the MLP's baselines (e.g. --target-budget-s 200 to bound the torch.compile runs).
+set -uo pipefail
+kiln=${1:?usage: bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]}
+cases=${2:?usage: bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]}
+out=${3:?usage: bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]}
+shape=${4:-M=2048,D=4096,H=11008}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+: > "$out/results.jsonl"
+eval "$(tr ',' '\n' <<< "$shape" | sed 's/^/dim_/')"
+# shellcheck disable=SC2086
+python3 "$here/pytorch_baselines.py" --targets fused_mlp --shape "$shape" ${PYTORCH_ARGS:-} \
+  --out "$out/pytorch-mlp.json" > "$out/pytorch-mlp.log" 2>&1
+python3 "$here/pytorch_baselines.py" --targets matmul --no-compile \
+  --shape "M=$dim_M,N=$((2 * dim_H)),K=$dim_D" --out "$out/pytorch-gemm1.json" \
+  > "$out/pytorch-gemm1.log" 2>&1
+python3 "$here/pytorch_baselines.py" --targets matmul --no-compile \
+  --shape "M=$dim_M,N=$dim_D,K=$dim_H" --out "$out/pytorch-gemm2.json" \
+  > "$out/pytorch-gemm2.log" 2>&1
+grep -v '^\s*\(#\|$\)' "$cases" | while read -r params; do
+  "$kiln" eval fused_mlp --params "$params" --shape "$shape" --json --cache-dir "$out/cache" \
+    > "$out/eval.json" 2> "$out/eval.stderr"
+  python3 "$here/eval_record.py" "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl"
+  tail -n 1 "$out/results.jsonl" | cut -c1-240
+done
+python3 - "$out" <<'PY' > "$out/table.md"
+import json, os, sys
+out = sys.argv[1]
+def median(name, target, impl):
+    try:
+        t = json.load(open(os.path.join(out, name)))["targets"][target]["impls"][impl]
+        return t["timing"]["median_us"]
+    except Exception:
+        return None
+f = lambda v: "%.1f" % v if v else "-"
+ref = {"eager": median("pytorch-mlp.json", "fused_mlp", "eager"),
+       "compile": median("pytorch-mlp.json", "fused_mlp", "torch.compile default"),
+       "max-autotune": median("pytorch-mlp.json", "fused_mlp",
+                              "torch.compile max-autotune-no-cudagraphs")}
+g1 = median("pytorch-gemm1.json", "matmul", "eager")
+g2 = median("pytorch-gemm2.json", "matmul", "eager")
+gemms = g1 + g2 if g1 and g2 else None
+print("PyTorch: eager %s µs, torch.compile %s µs, max-autotune %s µs; cuBLAS on the two GEMMs "
+      "alone: %s + %s = %s µs" % (f(ref["eager"]), f(ref["compile"]), f(ref["max-autotune"]),
+                                  f(g1), f(g2), f(gemms)))
+print()
+best = min([v for v in ref.values() if v] or [0]) or None
+print("| configuration | outcome | kiln µs | SM MHz | kiln / best PyTorch | kiln / two GEMMs |")
+print("|---|---|---|---|---|---|")
+for line in open(os.path.join(out, "results.jsonl")):
+    r = json.loads(line)
+    t = r["median_us"] if r["outcome"] == "verified" else None
+    print("| %s | %s | %s | %s | %s | %s |" % (
+        r["params"], r["outcome"], f(t), r.get("sm_clock_mhz") or "-",
+        "%.3f" % (t / best) if t and best else "-", "%.3f" % (t / gemms) if t and gemms else "-"))
+PY
+cat "$out/table.md"
