@@ -189,7 +189,7 @@ int run_targets(const TargetsArgs& a) {
       }
       if (!toolchains[backend]) continue;
       eval::Compiler& compiler = toolchains[backend]->compiler();
-      const std::string arch = backend == "cuda" ? a.arch : "cpu";
+      const std::string arch = backend == "cpu" ? "cpu" : a.arch;  // cuda and triton: a GPU's
       std::set<std::string> scanned;
       std::vector<CompileJob> jobs;
       problems += check_kernel(t, backend, b, b.seed, b.seed.defines, "seed", arch, &scanned, &jobs);
@@ -234,7 +234,8 @@ void add_targets_command(CLI::App& app, std::function<int()>& action) {
                   "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
                   "default: $KILN_TARGETS_DIR. Lists them all, yours first where names collide");
   sub->add_flag("--check", args->check, "Compile and check instead of listing");
-  sub->add_option("--backend", args->backend, "With --check: cuda, cpu or all")->capture_default_str();
+  sub->add_option("--backend", args->backend, "With --check: cuda, cpu, triton or all")
+      ->capture_default_str();
   sub->add_option("--arch", args->arch, "With --check: CUDA architecture to compile for")->capture_default_str();
   sub->add_option("--limit", args->limit, "With --check: at most this many template configurations (a sample)");
   sub->add_option("--jobs,-j", args->jobs, "With --check: compiles in parallel")->capture_default_str();

@@ -31,6 +31,7 @@ template <typename U> static inline U from_f32(float x) { return static_cast<U>(
 }  // namespace
 
 std::string with_prelude(const std::string& backend, const std::string& source) {
+  if (backend == "triton") return source;  // Python: the element types come with the pointers
   return std::string(backend == "cuda" ? kCudaPrelude : kCpuPrelude) + "#line 1\n" + source;
 }
 
@@ -42,6 +43,17 @@ Result<std::string> dtype_macro(const std::string& backend, DType dtype) {
       case DType::kF32: return std::string("float");
       case DType::kF64: return std::string("double");
       default: break;
+    }
+  } else if (backend == "triton") {
+    switch (dtype) {
+      case DType::kF16:
+        return std::string("fp16");
+      case DType::kBF16:
+        return std::string("bf16");
+      case DType::kF32:
+        return std::string("fp32");
+      default:
+        break;
     }
   } else if (backend == "cpu") {
     switch (dtype) {

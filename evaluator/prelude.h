@@ -11,11 +11,11 @@
 namespace kiln::eval {
 
 // The source to compile: prelude for `backend` + "#line 1" + the candidate's text, so compiler
-// messages point at the candidate's own lines.
+// messages point at the candidate's own lines (triton: the source as it is).
 std::string with_prelude(const std::string& backend, const std::string& source);
 
 // The value of the KILN_DTYPE macro for `dtype` on `backend` ("__half", "__nv_bfloat16", "float",
-// "_Float16"); an error for a dtype the backend cannot express.
+// "_Float16"; triton: "fp16", "bf16", "fp32"); an error for a dtype the backend cannot express.
 Result<std::string> dtype_macro(const std::string& backend, DType dtype);
 
 }  // namespace kiln::eval

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "evaluator/source_lex.h"
+#include "evaluator/triton/python_scan.h"
 
 namespace kiln::eval {
 namespace {
@@ -326,6 +327,7 @@ class Scanner {
 }  // namespace
 
 std::vector<ScanFinding> scan_source(std::string_view source, std::string_view backend) {
+  if (backend == "triton") return scan_python(source);
   if (backend != "cpu" && backend != "cuda") {
     return {{"backend:" + clip(backend, kMaxRuleDetailChars), 0,
              "no scan rules for this backend; refusing the source"}};

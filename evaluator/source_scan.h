@@ -15,7 +15,8 @@ struct ScanFinding {
   std::string excerpt;  // that line, trimmed, at most 160 characters
 };
 
-// Scans `source` for the constructs banned on `backend` ("cpu" or "cuda"); an unknown backend
+// Scans `source` for the constructs banned on `backend` ("cpu" or "cuda"; "triton" is
+// scan_python's, evaluator/triton/python_scan.h); an unknown backend
 // gives one finding ("backend:<name>"), so a caller that forgets to check fails closed. Comments
 // are ignored and string-literal contents are ignored except where a rule names them (#include
 // targets; on cuda, clock and timer registers inside inline PTX, read with adjacent literals

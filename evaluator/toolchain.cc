@@ -5,6 +5,7 @@
 
 #include "evaluator/cpu/cpu_compiler.h"
 #include "evaluator/cuda/nvrtc_compiler.h"
+#include "evaluator/triton/triton_compiler.h"
 
 namespace kiln::eval {
 
@@ -17,8 +18,13 @@ Result<std::unique_ptr<Toolchain>> Toolchain::create(const std::string& backend,
   } else if (backend == "cpu") {
     KILN_ASSIGN_OR_RETURN(auto cpu, CpuCompiler::create());
     t->inner_ = std::move(cpu);
+  } else if (backend == "triton") {
+    TritonCompilerOptions options;
+    options.cache_dir = cache_dir + "/triton";
+    KILN_ASSIGN_OR_RETURN(auto triton, TritonCompiler::create(std::move(options)));
+    t->inner_ = std::move(triton);
   } else {
-    return invalid_argument("unknown backend '" + backend + "' (use cuda or cpu)");
+    return invalid_argument("unknown backend '" + backend + "' (use cuda, cpu or triton)");
   }
   t->cached_ = std::make_unique<CachingCompiler>(*t->inner_, CompileCache(cache_dir + "/compile"));
   return t;

@@ -12,8 +12,9 @@ namespace kiln::eval {
 
 class Toolchain {
  public:
-  // "cuda" (NVRTC, loaded at run time) or "cpu" (the system C++ compiler); binaries are cached
-  // under <cache_dir>/compile.
+  // "cuda" (NVRTC, loaded at run time), "cpu" (the system C++ compiler) or "triton" (Triton's
+  // compile worker; Triton's own cache under <cache_dir>/triton); binaries are cached under
+  // <cache_dir>/compile.
   static Result<std::unique_ptr<Toolchain>> create(const std::string& backend,
                                                    const std::string& cache_dir);
   Compiler& compiler() { return *cached_; }

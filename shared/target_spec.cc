@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -151,6 +152,26 @@ Status validate_expressions(const TargetSpec& t, const std::string& source) {
       }
       Result<int64_t> smem = eval_int_expr(k->shared_bytes, kv);
       if (!smem.is_ok()) return invalid_argument(source + ": field '" + which + ".shared_bytes': " + smem.status().message());
+      if (name == "triton") {
+        // A Triton program is 32 * num_warps threads (Triton's default: 4 warps), for every
+        // num_warps the space has.
+        std::vector<int64_t> warps = {4};
+        if (auto it = k->space.find("num_warps"); it != k->space.end()) {
+          warps = it->second;
+        } else if (auto d = k->defines.find("num_warps"); d != k->defines.end()) {
+          warps = {std::atoll(d->second.c_str())};
+        }
+        for (int64_t w : warps) {
+          params["num_warps"] = std::to_string(w);
+          const Result<int64_t> x =
+              eval_int_expr(k->block[0], expr_vars(t.benchmark, t.dtypes.front(), params));
+          if (!x.is_ok() || *x != 32 * w || k->block[1] != "1" || k->block[2] != "1") {
+            return invalid_argument(source + ": field '" + which +
+                                    ".block': a Triton program runs 32 * num_warps threads; "
+                                    "write \"block\": [\"32 * num_warps\"]");
+          }
+        }
+      }
       if (!k->tensor_maps.empty() && name != "cuda") {
         return invalid_argument(source + ": field '" + which +
                                 ".tensor_maps': tensor maps are for the cuda backend only");
@@ -460,13 +481,14 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
   }
 
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> backends, f.object("backends", true));
-  for (const char* name : {"cuda", "cpu"}) {
+  for (const char* name : {"cuda", "cpu", "triton"}) {
     KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> b, backends->object(name));
     if (!b) continue;
     KILN_RETURN_IF_ERROR(read_backend(*b, dir, t, &t.backends[name]));
   }
   KILN_RETURN_IF_ERROR(backends->finish());
-  if (t.backends.empty()) return f.field_error("backends", "needs at least one of cuda, cpu");
+  if (t.backends.empty())
+    return f.field_error("backends", "needs at least one of cuda, cpu, triton");
   KILN_RETURN_IF_ERROR(f.finish());
   KILN_RETURN_IF_ERROR(validate_expressions(t, source));
 

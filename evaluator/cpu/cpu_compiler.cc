@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "evaluator/scratch_dir.h"
 #include "evaluator/source_scan.h"
 #include "shared/hash.h"
 #include "shared/process.h"
@@ -81,49 +82,6 @@ std::string disallowed_imports(const std::string& nm_output) {
     bad += (bad.empty() ? "'" : ", '") + name + "'";
   }
   return bad;
-}
-
-// A private directory (mode 0700 from mkdtemp) removed with its contents on destruction.
-class ScratchDir {
- public:
-  static Result<ScratchDir> create(const std::string& parent) {
-    std::string pattern = parent + "/kiln-cpu-XXXXXX";
-    if (mkdtemp(pattern.data()) == nullptr) {
-      return unavailable("creating a scratch directory under " + parent + ": " +
-                         errno_text(errno));
-    }
-    return ScratchDir(std::move(pattern));
-  }
-  ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
-  ScratchDir& operator=(ScratchDir&&) = delete;
-  ScratchDir(const ScratchDir&) = delete;
-  ~ScratchDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  std::string file(const char* name) const { return path_ + "/" + name; }
-
- private:
-  explicit ScratchDir(std::string path) : path_(std::move(path)) {}
-  std::string path_;
-};
-
-Status write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  out.close();
-  if (!out) return unavailable("writing " + path + ": " + errno_text(errno));
-  return Status::ok();
-}
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return unavailable("reading " + path + ": " + errno_text(errno));
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) return unavailable("reading " + path + ": " + errno_text(errno));
-  return content.str();
 }
 
 // Removes every occurrence of the scratch directory's path, so logs read "kernel.cc:3:5: error"
@@ -321,7 +279,7 @@ CompileOutput CpuCompiler::compile(const CompileRequest& request) {
   Result<std::string> unit = trampoline_source(request);
   if (!unit.is_ok()) return finish("kiln: " + unit.status().message() + "\n");
 
-  Result<ScratchDir> dir = ScratchDir::create(options_.scratch_dir);
+  Result<ScratchDir> dir = ScratchDir::create(options_.scratch_dir, "kiln-cpu-");
   if (!dir.is_ok()) return not_cacheable(dir.status());
   Status written = write_file(dir->file(kSourceFile), request.source);
   if (written.is_ok()) written = write_file(dir->file(kUnitFile), *unit);

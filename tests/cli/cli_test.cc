@@ -113,6 +113,24 @@ TEST(Cli, AnUnknownBackendIsNamedWithTheValidOnes) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x"));
 }
 
+TEST(Cli, TritonKernelsAreCheckedAndCompiledButNotYetRunAndEvalSaysSo) {
+  testing::TempDir dir;
+  std::string text;
+  EXPECT_EQ(run_command(
+                kiln_binary() + " eval rmsnorm --backend triton --check --cache-dir " + dir.path(),
+                &text),
+            0)
+      << text;
+  EXPECT_NE(text.find("compile bf16: ok"), std::string::npos) << text;
+  EXPECT_NE(text.find("check: passed"), std::string::npos) << text;
+  EXPECT_EQ(run_command(kiln_binary() + " eval rmsnorm --backend triton --cache-dir " + dir.path(),
+                        &text),
+            2)
+      << text;
+  EXPECT_NE(text.find("the triton backend compiles Triton kernels"), std::string::npos) << text;
+  EXPECT_NE(text.find("cannot run them yet"), std::string::npos) << text;
+}
+
 TEST(Cli, ABindPortOutOfRangeIsRefusedInsteadOfListeningElsewhere) {
   testing::TempDir dir;
   for (const char* bind : {"tcp://0.0.0.0:99999", "tcp://0.0.0.0", "udp://0.0.0.0:5555"}) {

@@ -226,6 +226,7 @@ TEST(CandidateEvaluator, AdversarialSkipLeavesOutTheNamedInputsAndSaysWhy) {
   }
   nlohmann::json j = nlohmann::json::parse(std::ifstream(dir.file("rms/target.json")));
   j["backends"].erase("cuda");
+  j["backends"].erase("triton");
   j["backends"]["cpu"].erase("template");
   j["backends"]["cpu"]["benchmark"] = {{"M", 256}, {"N", 4096}};
   j["adversarial_skip"] = {{"f32", {{"distributions", {"zeros", "special"}}, {"reason", "test"}}}};

@@ -246,9 +246,9 @@ TEST(SourceScan, ExcerptIsTheOffendingLine) {
 }
 
 TEST(SourceScan, UnknownBackendFailsClosed) {
-  auto findings = scan_source("int x;", "triton");
+  auto findings = scan_source("int x;", "rocm");
   ASSERT_EQ(findings.size(), 1u);
-  EXPECT_EQ(findings[0].rule, "backend:triton");
+  EXPECT_EQ(findings[0].rule, "backend:rocm");
 }
 
 }  // namespace

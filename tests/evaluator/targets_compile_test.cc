@@ -1,13 +1,15 @@
 // Every built-in target's seed and template (first valid configuration) passes the static scan
-// and compiles in every dtype the target declares, on both backends: CUDA with NVRTC for sm_90a
-// (no GPU needed), cpu with the system compiler. The compilers scan what they compile (the PTX,
-// the preprocessed source), so this also proves that no built-in kernel trips those scans.
+// and compiles in every dtype the target declares, on every backend: CUDA with NVRTC for sm_90a
+// (no GPU needed), cpu with the system compiler, Triton with its compile worker for sm_90a. The
+// compilers scan what they compile (the PTX, the preprocessed source), so this also proves that no
+// built-in kernel trips those scans.
 #include <gtest/gtest.h>
 
 #include "evaluator/cpu/cpu_compiler.h"
 #include "evaluator/cuda/nvrtc_compiler.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/source_scan.h"
+#include "evaluator/triton/triton_compiler.h"
 #include "shared/target_spec.h"
 
 namespace kiln::eval {
@@ -68,6 +70,12 @@ TEST(BuiltInTargets, CpuSeedsAndTemplatesCompileForEveryDtype) {
   Result<std::unique_ptr<CpuCompiler>> cpu = CpuCompiler::create();
   ASSERT_TRUE(cpu.is_ok()) << cpu.status().to_string();
   EXPECT_GE(compile_built_in_targets(**cpu, "cpu", "cpu"), 9);
+}
+
+TEST(BuiltInTargets, TritonSeedsAndTemplatesCompileForEveryDtype) {
+  Result<std::unique_ptr<TritonCompiler>> triton = TritonCompiler::create();
+  ASSERT_TRUE(triton.is_ok()) << triton.status().to_string();
+  EXPECT_GE(compile_built_in_targets(**triton, "triton", "sm_90a"), 6);
 }
 
 }  // namespace

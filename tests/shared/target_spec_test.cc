@@ -26,6 +26,9 @@ TEST(TargetSpec, LoadsBuiltInRmsnorm) {
   ASSERT_NE(t->backend("cuda"), nullptr);
   ASSERT_TRUE(t->backend("cuda")->tunable.has_value());
   EXPECT_EQ(t->backend("cuda")->tunable->space.at("BLOCK").size(), 4u);
+  ASSERT_NE(t->backend("triton"), nullptr);
+  EXPECT_EQ(t->backend("triton")->seed.kernel_name, "rmsnorm_seed");
+  EXPECT_EQ(t->backend("triton")->tunable->space.at("num_warps"), (std::vector<int64_t>{4, 8, 16}));
   EXPECT_FALSE(t->reference_source.empty());
   EXPECT_EQ(t->spec_hash.size(), 64u);
   // bytes moved at the benchmark shape in f16: 2*8192*8192*2 + 8192*2
@@ -243,6 +246,9 @@ INSTANTIATE_TEST_SUITE_P(
         BrokenSpec{"unknown backend",
                    [](auto& j) { j["backends"]["rocm"] = nlohmann::json::object(); },
                    "field 'backends.rocm': unknown key"},
+        BrokenSpec{"triton block that is not 32 * num_warps",
+                   [](auto& j) { j["backends"]["triton"]["template"]["block"] = {"128"}; },
+                   "backends.triton.template.block': a Triton program runs 32 * num_warps"},
         BrokenSpec{"backend dtype not in target",
                    [](auto& j) { j["backends"]["cpu"]["dtypes"] = {"f64"}; },
                    "not among the target's dtypes"},

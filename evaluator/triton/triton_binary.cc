@@ -1,0 +1,52 @@
+// The triton backend's binary: a header line, JSON metadata, then the cubin.
+#include "evaluator/triton/triton_binary.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::eval {
+namespace {
+constexpr std::string_view kMagic = "kiln-triton-cubin 1\n";
+}  // namespace
+
+std::string encode_triton_binary(const TritonKernel& k) {
+  const nlohmann::json meta = {{"name", k.name},
+                               {"shared_bytes", k.shared_bytes},
+                               {"num_warps", k.num_warps},
+                               {"hidden_args", k.hidden_args},
+                               {"triton_version", k.triton_version},
+                               {"cubin_bytes", k.cubin.size()}};
+  return std::string(kMagic) + meta.dump() + "\n" + k.cubin;
+}
+
+bool is_triton_binary(const std::string& binary) {
+  return binary.compare(0, kMagic.size(), kMagic) == 0;
+}
+
+Result<TritonKernel> decode_triton_binary(const std::string& binary) {
+  if (!is_triton_binary(binary)) return invalid_argument("not a triton binary (no header)");
+  const size_t nl = binary.find('\n', kMagic.size());
+  if (nl == std::string::npos) return invalid_argument("triton binary: no metadata line");
+  const nlohmann::json meta =
+      nlohmann::json::parse(binary.substr(kMagic.size(), nl - kMagic.size()), nullptr, false);
+  if (!meta.is_object()) return invalid_argument("triton binary: the metadata is not JSON");
+  TritonKernel k;
+  try {
+    k.name = meta.at("name").get<std::string>();
+    k.shared_bytes = meta.at("shared_bytes").get<unsigned>();
+    k.num_warps = meta.at("num_warps").get<unsigned>();
+    k.hidden_args = meta.at("hidden_args").get<unsigned>();
+    k.triton_version = meta.at("triton_version").get<std::string>();
+    k.cubin = binary.substr(nl + 1);
+    if (meta.at("cubin_bytes").get<size_t>() != k.cubin.size()) {
+      return invalid_argument("triton binary: the cubin is cut short");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return invalid_argument(std::string("triton binary: metadata: ") + e.what());
+  }
+  if (k.name.empty() || k.num_warps == 0 || k.num_warps > 32) {
+    return invalid_argument("triton binary: an empty entry point or a warp count outside 1..32");
+  }
+  return k;
+}
+
+}  // namespace kiln::eval

@@ -1,0 +1,211 @@
+// The triton backend's compiler without a GPU: Triton kernels compiled ahead of time for sm_90a by
+// the compile worker, into a cubin with Triton's launch metadata; Triton's own errors, kiln's
+// refusals (a banned import, a signature the target does not pass, settings that are not
+// integers) as compile failures with a log that says why; cache keys that follow the Triton
+// version and the settings; and every configuration of every built-in Triton template compiled.
+// Needs Triton for the Python that scripts/bootstrap sets up (or $KILN_TRITON_PYTHON).
+#include "evaluator/triton/triton_compiler.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cli/sweep.h"
+#include "evaluator/evaluation.h"
+#include "evaluator/triton/triton_binary.h"
+#include "shared/target_spec.h"
+#include "tests/support/test_env.h"
+
+namespace kiln::eval {
+namespace {
+
+constexpr const char* kAddKernel = R"(import triton
+import triton.language as tl
+
+
+@triton.jit
+def add(x, y, out, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < N
+    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
+)";
+
+std::vector<ArgSpec> add_signature(DType d) {
+  return {{ArgSpec::Kind::kTensorIn, d, "x"},
+          {ArgSpec::Kind::kTensorIn, d, "y"},
+          {ArgSpec::Kind::kTensorOut, d, "out"},
+          {ArgSpec::Kind::kInt64, DType::kI64, "N"}};
+}
+
+CompileRequest add_request(std::string source = kAddKernel) {
+  CompileRequest r;
+  r.source = std::move(source);
+  r.kernel_name = "add";
+  r.defines = {{"BLOCK", "1024"}, {"num_warps", "4"}, {"KILN_DTYPE", "fp16"}};
+  r.arch = "sm_90a";
+  r.signature = add_signature(DType::kF16);
+  return r;
+}
+
+class TritonCompilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<TritonCompiler>> c = TritonCompiler::create();
+    ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+    compiler_ = std::move(c).value();
+  }
+  std::unique_ptr<TritonCompiler> compiler_;
+};
+
+TEST_F(TritonCompilerTest, CompilesAKernelToACubinWithItsLaunchMetadata) {
+  CompileRequest r = add_request();
+  r.defines["num_warps"] = "8";
+  CompileOutput out = compiler_->compile(r);
+  ASSERT_TRUE(out.ok) << out.log;
+  EXPECT_FALSE(out.cache_key.empty());
+  Result<TritonKernel> k = decode_triton_binary(out.binary);
+  ASSERT_TRUE(k.is_ok()) << k.status().to_string();
+  EXPECT_EQ(k->cubin.substr(0, 4), std::string(1, '\x7f') + "ELF");
+  EXPECT_EQ(k->name, "add");
+  EXPECT_EQ(k->num_warps, 8u);
+  EXPECT_EQ(k->triton_version, compiler_->triton_version());
+  // Triton 3.x appends its scratch pointers after the kernel's own parameters.
+  EXPECT_LE(k->hidden_args, 4u);
+}
+
+TEST_F(TritonCompilerTest, ReportsTritonsOwnErrorWithTheKernelsLine) {
+  std::string bad = kAddKernel;
+  bad.replace(bad.find("tl.load(x"), 9, "tl.lod(x");
+  CompileOutput out = compiler_->compile(add_request(bad));
+  EXPECT_FALSE(out.ok);
+  EXPECT_FALSE(out.rejected);
+  EXPECT_NE(out.log.find("lod"), std::string::npos) << out.log;
+  EXPECT_FALSE(out.cache_key.empty()) << "a compile error is the source's: cacheable";
+}
+
+TEST_F(TritonCompilerTest, RefusesABannedImportBeforeAnyOfItRuns) {
+  testing::TempDir dir;
+  const std::string marker = dir.file("imported");
+  std::string evil = "import os\nopen('" + marker + "', 'w').write('ran')\n" + kAddKernel;
+  CompileOutput out = compiler_->compile(add_request(evil));
+  EXPECT_FALSE(out.ok);
+  EXPECT_TRUE(out.rejected);
+  EXPECT_NE(out.log.find("import:os"), std::string::npos) << out.log;
+  EXPECT_NE(out.log.find("identifier:open"), std::string::npos) << out.log;
+  EXPECT_FALSE(std::filesystem::exists(marker)) << "the module ran";
+}
+
+TEST_F(TritonCompilerTest, SaysWhenTheKernelsParametersAreNotWhatTheTargetPasses) {
+  CompileRequest r = add_request();
+  r.signature.push_back({ArgSpec::Kind::kFloat32, DType::kF32, "eps"});
+  CompileOutput out = compiler_->compile(r);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("takes 4 runtime parameter(s) (x, y, out, N)"), std::string::npos)
+      << out.log;
+  EXPECT_NE(out.log.find("passes 5"), std::string::npos) << out.log;
+
+  r = add_request();
+  r.defines["UNROLL"] = "2";
+  out = compiler_->compile(r);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("UNROLL are not constexpr parameters of 'add'"), std::string::npos)
+      << out.log;
+
+  r = add_request();
+  r.defines.erase("BLOCK");
+  out = compiler_->compile(r);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("no value for the constexpr parameter(s) BLOCK"), std::string::npos)
+      << out.log;
+
+  r = add_request();
+  r.defines["BLOCK"] = "1024.5";
+  out = compiler_->compile(r);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("BLOCK=1024.5 is not an integer"), std::string::npos) << out.log;
+
+  r = add_request();
+  r.defines["num_warps"] = "3";
+  out = compiler_->compile(r);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("num_warps=3 is not a power of two"), std::string::npos) << out.log;
+
+  r = add_request();
+  r.kernel_name = "mul";
+  out = compiler_->compile(r);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("defines no 'mul'"), std::string::npos) << out.log;
+}
+
+TEST_F(TritonCompilerTest, TheCacheKeyFollowsTheSettingsAndTheTritonVersion) {
+  EXPECT_NE(compiler_->toolchain_version().find("triton " + compiler_->triton_version()),
+            std::string::npos);
+  CompileRequest a = add_request(), b = add_request();
+  b.defines["num_stages"] = "2";
+  CompileOutput oa = compiler_->compile(a), ob = compiler_->compile(b);
+  ASSERT_TRUE(oa.ok && ob.ok) << oa.log << ob.log;
+  EXPECT_NE(oa.cache_key, ob.cache_key);
+  EXPECT_EQ(oa.cache_key, compiler_->compile(a).cache_key);
+}
+
+TEST(TritonCompilerCreate, SaysHowToGetTritonWhenThePythonHasNone) {
+  TritonCompilerOptions o;
+  o.python = "/nonexistent/python3";
+  Result<std::unique_ptr<TritonCompiler>> c = TritonCompiler::create(o);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(c.status().message().find("KILN_TRITON_PYTHON"), std::string::npos);
+}
+
+TEST(TritonBinary, RoundTripsAndRefusesWhatIsCutShort) {
+  TritonKernel k;
+  k.cubin = std::string(1, '\x7f') + "ELF" + std::string(3, '\0');
+  k.name = "add";
+  k.shared_bytes = 1024;
+  k.num_warps = 8;
+  k.hidden_args = 2;
+  k.triton_version = "3.6.0";
+  const std::string b = encode_triton_binary(k);
+  EXPECT_TRUE(is_triton_binary(b));
+  Result<TritonKernel> back = decode_triton_binary(b);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(back->cubin, k.cubin);
+  EXPECT_EQ(back->name, "add");
+  EXPECT_EQ(back->shared_bytes, 1024u);
+  EXPECT_EQ(back->num_warps, 8u);
+  EXPECT_EQ(back->hidden_args, 2u);
+  EXPECT_FALSE(decode_triton_binary(b.substr(0, b.size() - 1)).is_ok());
+  EXPECT_FALSE(decode_triton_binary(k.cubin).is_ok());
+  EXPECT_FALSE(is_triton_binary(k.cubin));
+}
+
+// Every configuration of every built-in Triton template compiles (in the backend's first dtype;
+// BuiltInTargets.TritonSeedsAndTemplatesCompileForEveryDtype covers the dtypes).
+TEST_F(TritonCompilerTest, EveryBuiltInTemplateConfigurationCompiles) {
+  Result<std::vector<TargetSpec>> targets = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
+  ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
+  int compiled = 0;
+  for (const TargetSpec& t : *targets) {
+    const BackendSpec* b = t.backend("triton");
+    if (!b || !b->tunable) continue;
+    const DType d = b->dtypes.front();
+    for (const auto& params :
+         cli::template_configs(*b->tunable, t.benchmark_for("triton"), d, 0, 1)) {
+      CandidateSpec c;
+      c.source = b->tunable->source;
+      c.kernel_name = b->tunable->kernel_name;
+      c.params = b->tunable->defines;
+      for (const auto& [name, value] : params) c.params[name] = value;
+      c.geometry = &*b->tunable;
+      Result<CompileRequest> req = build_compile_request(t, "triton", "sm_90a", c, d);
+      ASSERT_TRUE(req.is_ok()) << req.status().to_string();
+      CompileOutput out = compiler_->compile(*req);
+      EXPECT_TRUE(out.ok) << t.name << " " << cli::format_params(params) << ":\n" << out.log;
+      ++compiled;
+    }
+  }
+  EXPECT_GE(compiled, 20);
+}
+
+}  // namespace
+}  // namespace kiln::eval
