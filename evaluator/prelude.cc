@@ -44,7 +44,7 @@ Result<std::string> dtype_macro(const std::string& backend, DType dtype) {
       case DType::kF64: return std::string("double");
       default: break;
     }
-  } else if (backend == "triton") {
+  } else if (backend == "triton") {  // Triton's names, also of its pointer types ("*fp16")
     switch (dtype) {
       case DType::kF16:
         return std::string("fp16");
@@ -52,8 +52,12 @@ Result<std::string> dtype_macro(const std::string& backend, DType dtype) {
         return std::string("bf16");
       case DType::kF32:
         return std::string("fp32");
-      default:
-        break;
+      case DType::kF64:
+        return std::string("fp64");
+      case DType::kI32:
+        return std::string("i32");
+      case DType::kI64:
+        return std::string("i64");
     }
   } else if (backend == "cpu") {
     switch (dtype) {

@@ -15,7 +15,8 @@ namespace kiln::eval {
 std::string with_prelude(const std::string& backend, const std::string& source);
 
 // The value of the KILN_DTYPE macro for `dtype` on `backend` ("__half", "__nv_bfloat16", "float",
-// "_Float16"; triton: "fp16", "bf16", "fp32"); an error for a dtype the backend cannot express.
+// "_Float16"; triton: Triton's names, "fp16", "bf16", "fp32", ...); an error for a dtype the
+// backend cannot express.
 Result<std::string> dtype_macro(const std::string& backend, DType dtype);
 
 }  // namespace kiln::eval

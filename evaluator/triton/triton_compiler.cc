@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/compile_cache.h"
+#include "evaluator/prelude.h"
 #include "evaluator/scratch_dir.h"
 #include "evaluator/source_scan.h"
 #include "evaluator/triton/python_scan.h"
@@ -30,21 +31,10 @@ Result<std::string> triton_type(const ArgSpec& a) {
     case ArgSpec::Kind::kFloat32:
       return std::string("fp32");
     case ArgSpec::Kind::kTensorIn:
-    case ArgSpec::Kind::kTensorOut:
-      switch (a.dtype) {
-        case DType::kF16:
-          return std::string("*fp16");
-        case DType::kBF16:
-          return std::string("*bf16");
-        case DType::kF32:
-          return std::string("*fp32");
-        case DType::kF64:
-          return std::string("*fp64");
-        case DType::kI32:
-          return std::string("*i32");
-        case DType::kI64:
-          return std::string("*i64");
-      }
+    case ArgSpec::Kind::kTensorOut: {
+      KILN_ASSIGN_OR_RETURN(std::string element, dtype_macro("triton", a.dtype));
+      return "*" + element;
+    }
   }
   return invalid_argument("argument '" + a.name + "' has no Triton type");
 }
