@@ -152,10 +152,13 @@ TEST(KilnRun, SurvivesAnEvaluatorKilledInTheMiddleOfATask) {
 // started separately (as on another machine) connects to it, and the search completes.
 // A run configuration file: its targets and its search section's speedup target reach the search
 // (the command line names neither), so the target converges on the speedup, not on patience.
+// The speedup is one every search reaches: with 1.3, 3 of 9 runs on a quiet 2-core machine ended
+// at 1.25-1.27x, converged by exhausting the neighbourhood instead (the cpu timings vary).
 TEST(KilnRun, TakesTargetsAndConvergenceLimitsFromItsConfigFile) {
   testing::TempDir dir;
   const std::string cfg = dir.write(
-      "run.json", R"({"targets": ["reduce"], "search": {"speedup_target": 1.3, "max_proposals_without_gain": 200}})");
+      "run.json",
+      R"({"targets": ["reduce"], "search": {"speedup_target": 1.1, "max_proposals_without_gain": 200}})");
   const std::string out = dir.path() + "/run";
   std::string output;
   const int rc = testing::run_command(testing::kiln_binary() + " run --backend cpu --config " + cfg +
