@@ -86,7 +86,7 @@ Result<LlmProposer::PerTarget*> LlmProposer::target(const std::string& name, con
 std::optional<std::pair<proto::FailedChild, uint32_t>> LlmProposer::learn(const proto::ProposeTask& task,
                                                                           PerTarget& t) {
   for (const proto::ParentInfo& p : task.parents) {
-    const std::string key = novelty_key(p.source, space_params(*t.tmpl, p.params));
+    const std::string key = novelty_key(p.source, space_params(*t.tmpl, p.params), task.backend);
     seen_.insert(key);
     if (auto it = known_.find(key); it != known_.end() && !it->second.judged) {
       it->second.judged = true;  // only kept children become parents
@@ -95,7 +95,7 @@ std::optional<std::pair<proto::FailedChild, uint32_t>> LlmProposer::learn(const 
   }
   std::optional<std::pair<proto::FailedChild, uint32_t>> repair;
   for (const proto::FailedChild& f : task.failed_children) {
-    const std::string key = novelty_key(f.source, space_params(*t.tmpl, f.params));
+    const std::string key = novelty_key(f.source, space_params(*t.tmpl, f.params), task.backend);
     seen_.insert(key);
     uint32_t depth = 0;
     if (auto it = known_.find(key); it != known_.end()) {
@@ -235,7 +235,7 @@ proto::Proposal LlmProposer::answer(const proto::ProposeTask& task, Clock::time_
       ++rejections_[reason_kind(parsed.status().message())];
       continue;
     }
-    const std::string key = novelty_key(parsed->source, parsed->params);
+    const std::string key = novelty_key(parsed->source, parsed->params, task.backend);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!seen_.insert(key).second) {

@@ -4,9 +4,9 @@
 #include "agent/llm/prompt.h"
 
 #include <cctype>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "evaluator/evaluation.h"
 #include "shared/hash.h"
@@ -46,7 +46,12 @@ std::string clip(const std::string& text, size_t n) {
          text.substr(text.size() - (n - head));
 }
 
-std::string fence_lang(const std::string& backend) { return backend == "cuda" ? "cuda" : "cpp"; }
+std::string fence_lang(const std::string& backend) {
+  return backend == "cuda" ? "cuda" : backend == "triton" ? "python" : "cpp";
+}
+
+// Template parameters that are Triton's launch settings rather than constexprs of the kernel.
+bool triton_setting(const std::string& name) { return name == "num_warps" || name == "num_stages"; }
 
 std::string metric_lines(const proto::ParentInfo& p) {
   std::ostringstream out;
@@ -83,7 +88,8 @@ std::vector<Fence> fences(const std::string& text) {
   return out;
 }
 
-bool is_code_lang(const std::string& lang) {
+bool is_code_lang(const std::string& lang, const std::string& backend) {
+  if (backend == "triton") return lang == "python" || lang == "py" || lang.empty();
   return lang == "cuda" || lang == "cu" || lang == "cpp" || lang == "c++" || lang == "cxx" || lang == "c" ||
          lang == "cc" || lang.empty();
 }
@@ -105,7 +111,34 @@ bool defines_entry(const std::string& source, const std::string& name) {
 
 }  // namespace
 
-std::string entry_signature(const TargetSpec& spec, const std::string& backend, const std::string& kernel) {
+// A Triton kernel: the runtime parameters in the calling convention's order (their element types
+// come with the pointers), then the template's constexprs.
+std::string triton_signature(const TargetSpec& spec, const KernelSpec* tmpl,
+                             const std::string& kernel) {
+  std::vector<std::string> parts;
+  for (const TargetArg& a : spec.args) {
+    if (a.role != TargetArg::Role::kScalar) parts.push_back(a.name);
+  }
+  for (const std::string& d : spec.dims) parts.push_back(d);
+  for (const TargetArg& a : spec.args) {
+    if (a.role == TargetArg::Role::kScalar) parts.push_back(a.name);
+  }
+  if (tmpl) {
+    std::set<std::string> constexprs;
+    for (const auto& [name, values] : tmpl->space) constexprs.insert(name);
+    for (const auto& [name, value] : tmpl->defines) constexprs.insert(name);
+    for (const std::string& c : constexprs) {
+      if (!triton_setting(c)) parts.push_back(c + ": tl.constexpr");
+    }
+  }
+  std::string out = "@triton.jit\ndef " + kernel + "(";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+  return out + ")";
+}
+
+std::string entry_signature(const TargetSpec& spec, const std::string& backend,
+                            const std::string& kernel, const KernelSpec* tmpl) {
+  if (backend == "triton") return triton_signature(spec, tmpl, kernel);
   const bool cuda = backend == "cuda";
   std::string out = cuda ? "extern \"C\" __global__ void " : "extern \"C\" void ";
   out += kernel + "(";
@@ -127,10 +160,14 @@ ChatRequest build_prompt(const PromptInput& in) {
   const TargetSpec& spec = *in.spec;
   const KernelSpec& t = *in.tmpl;
   const bool cuda = in.backend == "cuda";
+  const bool triton = in.backend == "triton";
   const std::string lang = fence_lang(in.backend);
   ChatRequest r;
   std::ostringstream sys;
-  sys << "You are an expert " << (cuda ? "CUDA kernel" : "C++ performance")
+  sys << "You are an expert "
+      << (cuda     ? "CUDA kernel"
+          : triton ? "Triton kernel"
+                   : "C++ performance")
       << " engineer. You make one kernel faster while keeping it exactly correct. kiln compiles "
       << "your kernel, verifies it against a float64 reference on many shapes, adversarial values "
       << "and edge sizes, checks that runs are bitwise deterministic, and times it; only a "
@@ -144,20 +181,31 @@ ChatRequest build_prompt(const PromptInput& in) {
       << "\"<one line: what changed and why it is faster>\"}\n```\n"
       << "Keep the contract's entry point name and signature. Parameters you leave out of "
       << "\"params\" keep the parent's values; use only the parameters listed in the contract "
-      << "(they are passed as -D macros and decide the launch geometry).";
-  if (cuda) {
+      << (triton ? "(they are the kernel's constexpr values and Triton's num_warps and num_stages, "
+                   "and decide the launch geometry)."
+                 : "(they are passed as -D macros and decide the launch geometry).");
+  if (triton) {
+    sys << " The source is one Python module: import only triton, triton.language (as tl) and "
+        << "math; define the entry point as a @triton.jit function, without @triton.autotune or "
+        << "@triton.heuristics (the template parameters are the tuning knobs); num_warps and "
+        << "num_stages are launch settings, not parameters of the function. No other imports, "
+        << "no exec, eval, open, getattr or __dunder__ names: a static scan refuses them. The "
+        << "element types come with the pointers; accumulate in float32.";
+  } else if (cuda) {
     sys << " The source is device code only: no host code, no <<< >>> launches, no runtime API calls, "
         << "no vendor libraries.";
   } else {
     sys << " The source is plain C++ (no system calls, threads or clocks).";
   }
-  sys << " kiln defines T (the element type), to_f32(v) and from_f32<T>(f) before your source.";
+  if (!triton)
+    sys << " kiln defines T (the element type), to_f32(v) and from_f32<T>(f) before your source.";
   r.system = sys.str();
 
   std::ostringstream u;
   u << "# Target: " << spec.name << " (" << in.backend << " backend)\n" << spec.description << "\n\n";
-  u << "## Contract\nEntry point:\n```" << lang << "\n" << entry_signature(spec, in.backend, t.kernel_name)
-    << ";\n```\nTensors follow the order above; dims are passed as 64-bit integers.\n";
+  u << "## Contract\nEntry point:\n```" << lang << "\n"
+    << entry_signature(spec, in.backend, t.kernel_name, &t) << (triton ? ":\n    ...\n" : ";\n")
+    << "```\nTensors follow the order above; dims are passed as 64-bit integers.\n";
   u << "Benchmark shape: " << shape_string(spec.benchmark_for(in.backend)) << "\n";
   if (const BackendSpec* b = spec.backend(in.backend)) {
     u << "Dtypes verified:";
@@ -166,11 +214,17 @@ ChatRequest build_prompt(const PromptInput& in) {
   }
   if (!spec.bytes_expr.empty()) u << "Minimum bytes moved: " << spec.bytes_expr << " (S = element bytes)\n";
   if (!t.space.empty()) {
-    u << "Template parameters (-D macros) and the values searched so far:\n";
+    u << (triton ? "Template parameters (constexprs, num_warps, num_stages)"
+                 : "Template parameters (-D macros)")
+      << " and the values searched so far:\n";
     for (const auto& [name, values] : t.space) u << "  " << name << ": " << join_values(values) << "\n";
   }
   for (const std::string& c : t.constraints) u << "Constraint: " << c << "\n";
-  if (cuda) {
+  if (triton) {
+    u << "Launch: grid = (" << t.grid[0] << ", " << t.grid[1] << ", " << t.grid[2]
+      << ") programs of num_warps warps each (expressions of the dims and the parameters; cdiv = "
+      << "ceiling division)\n";
+  } else if (cuda) {
     u << "Launch: grid = (" << t.grid[0] << ", " << t.grid[1] << ", " << t.grid[2] << "), block = (" << t.block[0]
       << ", " << t.block[1] << ", " << t.block[2] << "), dynamic shared bytes = " << t.shared_bytes
       << " (expressions of the dims, S and the parameters; cdiv = ceiling division)\n";
@@ -229,7 +283,7 @@ Result<ParsedReply> parse_reply(const std::string& text, const TargetSpec& spec,
     }();
     if (f.lang == "json" || bare_json) {
       json = &f;
-    } else if (is_code_lang(f.lang) && !code) {
+    } else if (is_code_lang(f.lang, backend) && !code) {
       code = &f;
     }
   }
@@ -277,7 +331,43 @@ Result<ParsedReply> parse_reply(const std::string& text, const TargetSpec& spec,
   return out;
 }
 
-std::string normal_form(const std::string& source) {
+namespace {
+
+// Python (triton): indentation is syntax and // is floor division, so only `#` comments, trailing
+// whitespace and blank lines go.
+std::string python_normal_form(const std::string& source) {
+  std::string out;
+  size_t begin = 0;
+  while (begin < source.size()) {
+    size_t end = source.find('\n', begin);
+    if (end == std::string::npos) end = source.size();
+    std::string line = source.substr(begin, end - begin);
+    char quote = 0;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (quote) {
+        if (c == '\\')
+          ++i;
+        else if (c == quote)
+          quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '#') {
+        line.resize(i);
+        break;
+      }
+    }
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    if (!line.empty()) out += line + "\n";
+    begin = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string normal_form(const std::string& source, const std::string& backend) {
+  if (backend == "triton") return python_normal_form(source);
   std::string stripped;
   stripped.reserve(source.size());
   for (size_t i = 0; i < source.size(); ++i) {
@@ -317,9 +407,10 @@ std::string normal_form(const std::string& source) {
   return out;
 }
 
-std::string novelty_key(const std::string& source, const std::map<std::string, std::string>& params) {
+std::string novelty_key(const std::string& source, const std::map<std::string, std::string>& params,
+                        const std::string& backend) {
   Sha256 h;
-  h.add(normal_form(source));
+  h.add(normal_form(source, backend));
   for (const auto& [k, v] : params) h.add(k + "=" + v);
   return h.hex();
 }

@@ -46,8 +46,10 @@ struct PromptInput {
 
 ChatRequest build_prompt(const PromptInput& in);
 
-// The entry point's declaration as the backend calls it (docs/targets.md "Calling convention").
-std::string entry_signature(const TargetSpec& spec, const std::string& backend, const std::string& kernel);
+// The entry point's declaration as the backend calls it (docs/targets.md "Calling convention"); for
+// triton the @triton.jit function's line, with the constexprs of `tmpl` (when given).
+std::string entry_signature(const TargetSpec& spec, const std::string& backend,
+                            const std::string& kernel, const KernelSpec* tmpl = nullptr);
 
 struct ParsedReply {
   std::string source;
@@ -61,9 +63,12 @@ Result<ParsedReply> parse_reply(const std::string& text, const TargetSpec& spec,
 
 // Source text up to comments and whitespace: comments removed, whitespace runs collapsed, and no
 // whitespace kept next to punctuation. Two sources with the same normal form are the same kernel.
-std::string normal_form(const std::string& source);
+// For triton (Python, where indentation is syntax and // divides) only # comments, trailing
+// whitespace and blank lines are dropped.
+std::string normal_form(const std::string& source, const std::string& backend = "cuda");
 
-// Key of a candidate for novelty: hash of normal_form(source) and the parameters.
-std::string novelty_key(const std::string& source, const std::map<std::string, std::string>& params);
+// Key of a candidate for novelty: hash of normal_form(source, backend) and the parameters.
+std::string novelty_key(const std::string& source, const std::map<std::string, std::string>& params,
+                        const std::string& backend = "cuda");
 
 }  // namespace kiln::agent::llm

@@ -134,6 +134,66 @@ TEST_F(LlmPromptTest, RepliesWithoutUsableCodeAreRefusedWithTheReason) {
   EXPECT_EQ(why(cuda_kernel, cuda_, "cuda", {{"BLOCK", "1024"}}), "no value for the template parameter ELEMS");
 }
 
+// Triton templates: the prompt asks for one Python module with a @triton.jit function whose
+// signature carries the template's constexprs (num_warps and num_stages are launch settings),
+// and a reply's ```python block becomes the candidate; a ```cuda block is not an answer.
+TEST_F(LlmPromptTest, ATritonTargetIsAskedForAndAnswersInPython) {
+  const KernelSpec* triton = &*spec_.backend("triton")->tunable;
+  EXPECT_EQ(
+      entry_signature(spec_, "triton", "rmsnorm", triton),
+      "@triton.jit\ndef rmsnorm(x, w, y, M, N, eps, BLOCK: tl.constexpr, ROW_CACHE: tl.constexpr)");
+  PromptInput in;
+  in.spec = &spec_;
+  in.backend = "triton";
+  in.tmpl = triton;
+  ChatRequest r = build_prompt(in);
+  for (const char* part : {"expert Triton kernel engineer", "```python", "@triton.jit function",
+                           "import only triton, triton.language"}) {
+    EXPECT_NE(r.system.find(part), std::string::npos) << part << "\n" << r.system;
+  }
+  EXPECT_EQ(r.system.find("kiln defines T"), std::string::npos) << r.system;
+  EXPECT_EQ(r.system.find("-D macros"), std::string::npos) << r.system;
+  for (const char* part :
+       {"def rmsnorm(x, w, y, M, N, eps, BLOCK: tl.constexpr", "num_warps: 4, 8, 16",
+        "programs of num_warps warps each", "BLOCK >= 256 * num_warps"}) {
+    EXPECT_NE(r.user.find(part), std::string::npos) << part << "\n" << r.user;
+  }
+  const std::string kernel =
+      "import triton\nimport triton.language as tl\n\n@triton.jit\n"
+      "def rmsnorm(x, w, y, M, N, eps, BLOCK: tl.constexpr, ROW_CACHE: tl.constexpr):\n    pass\n";
+  const std::map<std::string, std::string> parent{
+      {"BLOCK", "4096"}, {"ROW_CACHE", "0"}, {"num_warps", "4"}, {"num_stages", "1"}};
+  Result<ParsedReply> p =
+      parse_reply("```python\n" + kernel + "```\n```json\n{\"params\": {\"num_warps\": 8}}\n```",
+                  spec_, "triton", *triton, parent);
+  ASSERT_TRUE(p.is_ok()) << p.status().to_string();
+  EXPECT_EQ(p->source, kernel);
+  EXPECT_EQ(p->params.at("num_warps"), "8");
+  EXPECT_EQ(p->params.at("BLOCK"), "4096");
+  p = parse_reply("```cuda\nextern \"C\" __global__ void rmsnorm() {}\n```", spec_, "triton",
+                  *triton, parent);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_EQ(p.status().message(), "no fenced code block in the reply");
+  // BLOCK 1024 with 8 warps breaks BLOCK >= 256 * num_warps.
+  p = parse_reply(
+      "```py\n" + kernel + "```\n```json\n{\"params\": {\"BLOCK\": 1024, \"num_warps\": 8}}\n```",
+      spec_, "triton", *triton, parent);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("break the template's constraints"), std::string::npos);
+}
+
+TEST(LlmNovelty, PythonKeepsItsIndentationAndFloorDivision) {
+  const std::string a = "def f(x):  # doc\n    return x // 2\n\n";
+  const std::string b = "def f(x):\n    return x // 2   \n";
+  const std::string c = "def f(x):\n    return x // 3\n";
+  const std::string d = "def f(x):\nreturn x // 2\n";
+  EXPECT_EQ(normal_form(a, "triton"), normal_form(b, "triton"));
+  EXPECT_NE(normal_form(a, "triton"), normal_form(c, "triton"));
+  EXPECT_NE(normal_form(a, "triton"), normal_form(d, "triton"));
+  EXPECT_NE(normal_form("s = '# not a comment'\n", "triton"), normal_form("s = '\n", "triton"));
+  EXPECT_NE(novelty_key(a, {}, "triton"), novelty_key(c, {}, "triton"));
+}
+
 TEST(LlmNovelty, SameCodeUpToWhitespaceAndCommentsHasOneNormalForm) {
   const std::string a = "// header\nint f(int x) {\n  return x + 1;  /* add */\n}\n";
   const std::string b = "int f(int x){return x+1;}";
