@@ -3,7 +3,7 @@
 #   ROW_CACHE  1: a row of at most BLOCK columns is loaded once and kept in registers between the
 #              sum of squares and the output (one read of x instead of two); longer rows take the
 #              chunked two-pass loop either way
-#   num_warps, num_stages: Triton's launch and pipelining settings (template parameters too)
+#   num_warps: Triton's warps per program (a template parameter too)
 import triton
 import triton.language as tl
 
