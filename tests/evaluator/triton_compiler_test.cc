@@ -2,13 +2,19 @@
 // the compile worker, into a cubin with Triton's launch metadata; Triton's own errors, kiln's
 // refusals (a banned import, a signature the target does not pass, settings that are not
 // integers) as compile failures with a log that says why; cache keys that follow the Triton
-// version and the settings; and every configuration of every built-in Triton template compiled.
+// version and the settings; and every value of every built-in Triton template's parameters
+// compiled.
 // Needs Triton for the Python that scripts/bootstrap sets up (or $KILN_TRITON_PYTHON).
 #include "evaluator/triton/triton_compiler.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/sweep.h"
 #include "evaluator/evaluation.h"
@@ -179,9 +185,24 @@ TEST(TritonBinary, RoundTripsAndRefusesWhatIsCutShort) {
   EXPECT_FALSE(is_triton_binary(k.cubin));
 }
 
-// Every configuration of every built-in Triton template compiles (in the backend's first dtype;
-// BuiltInTargets.TritonSeedsAndTemplatesCompileForEveryDtype covers the dtypes).
-TEST_F(TritonCompilerTest, EveryBuiltInTemplateConfigurationCompiles) {
+// Configurations of the built-in Triton templates that take every value of every parameter at
+// least once (in the backend's first dtype;
+// BuiltInTargets.TritonSeedsAndTemplatesCompileForEveryDtype covers the dtypes): a value that
+// cannot compile is met, in a few compiles per template instead of one per configuration (about two
+// seconds each). `kiln targets --check --backend triton` compiles every configuration.
+std::vector<std::map<std::string, std::string>> covering(
+    const std::vector<std::map<std::string, std::string>>& configs) {
+  std::set<std::pair<std::string, std::string>> seen;
+  std::vector<std::map<std::string, std::string>> chosen;
+  for (const auto& c : configs) {
+    bool adds = false;
+    for (const auto& kv : c) adds |= seen.insert(kv).second;
+    if (adds) chosen.push_back(c);
+  }
+  return chosen;
+}
+
+TEST_F(TritonCompilerTest, EveryValueOfEveryBuiltInTemplateParameterCompiles) {
   Result<std::vector<TargetSpec>> targets = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
   ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
   int compiled = 0;
@@ -189,8 +210,11 @@ TEST_F(TritonCompilerTest, EveryBuiltInTemplateConfigurationCompiles) {
     const BackendSpec* b = t.backend("triton");
     if (!b || !b->tunable) continue;
     const DType d = b->dtypes.front();
-    for (const auto& params :
-         cli::template_configs(*b->tunable, t.benchmark_for("triton"), d, 0, 1)) {
+    const auto all = cli::template_configs(*b->tunable, t.benchmark_for("triton"), d, 0, 1);
+    ASSERT_FALSE(all.empty()) << t.name;
+    const auto chosen = covering(all);
+    EXPECT_LT(chosen.size(), all.size()) << t.name;
+    for (const auto& params : chosen) {
       CandidateSpec c;
       c.source = b->tunable->source;
       c.kernel_name = b->tunable->kernel_name;
@@ -204,7 +228,7 @@ TEST_F(TritonCompilerTest, EveryBuiltInTemplateConfigurationCompiles) {
       ++compiled;
     }
   }
-  EXPECT_GE(compiled, 20);
+  EXPECT_GE(compiled, 12);
 }
 
 }  // namespace
