@@ -339,10 +339,9 @@ Status Store::write_step(std::string_view run, const SearchStep& step) {
   // The step's token, set in the same transaction: after a connection lost mid-transaction it
   // tells whether the step landed (the transaction is all or nothing), so it is sent again only
   // when it did not, and the log never holds an entry twice.
+  const std::string number = std::to_string(++steps_written_);
   const std::string token =
-      std::to_string(++steps_written_) + "-" +
-      sha256_hex(std::to_string(std::random_device{}()) + std::to_string(steps_written_))
-          .substr(0, 16);
+      number + "-" + sha256_hex(std::to_string(std::random_device{}()) + number).substr(0, 16);
   commands.push_back({"SET", keys::step_token(run), token});
   Result<std::vector<Reply>> sent = client_->transaction(commands);
   for (int tries = 0;

@@ -67,7 +67,7 @@ class SlurmJob : public ::testing::Test {
                             dir_.file("cache") + "'";
     std::string out;
     EXPECT_EQ(slurm(env + " sbatch --parsable --job-name=" + name +
-                        " -N 2 -n 6 --gres=gpu:2 --chdir=" + dir_.path() +
+                        " -N 2 --ntasks-per-node=3 --gres=gpu:2 --chdir=" + dir_.path() +
                         " " KILN_SOURCE_DIR "/deploy/slurm/kiln.sbatch 2>&1",
                     &out),
               0)
@@ -156,6 +156,37 @@ class SlurmJob : public ::testing::Test {
   bool started_ = false;
 };
 
+// kiln.sbatch's placement of its steps, run alone with the variables Slurm would set: evaluators
+// go where a CPU of the job sits beside a free GPU, agents on what CPUs are left, and a step that
+// has no place is reported instead of left pending (a job given 1 CPU on node1 and 5 on node2
+// once left an evaluator step waiting for the whole run).
+std::string place(const std::string& cpus_per_node, int evaluators) {
+  const std::string script = testing::read_file(KILN_SOURCE_DIR "/deploy/slurm/kiln.sbatch");
+  const size_t from = script.find("# [placement"), to = script.find("# [end of placement]");
+  if (from == std::string::npos || to == std::string::npos) return "no placement block";
+  testing::TempDir dir;
+  const std::string run = dir.write(
+      "place.sh", "set -uo pipefail\nnodes=(node1 node2)\nSLURM_JOB_CPUS_PER_NODE='" +
+                      cpus_per_node + "'\nSLURM_GPUS_ON_NODE=2\n" + script.substr(from, to - from) +
+                      "\nfor ((i = 0; i < " + std::to_string(evaluators) +
+                      "; i++)); do place_step 1; echo -n \"e:${node:-none} \"; done\n"
+                      "place_step 0; echo \"a:${node:-none}\"\n");
+  std::string out;
+  testing::run_command("bash " + run + " 2>&1", &out);
+  return out;
+}
+
+TEST(SlurmPlacement, EvaluatorsGoWhereACpuSitsBesideAGpuAndWhatCannotRunIsSaid) {
+  EXPECT_EQ(place("3(x2)", 3), "e:node1 e:node1 e:node2 a:node2\n");
+  EXPECT_EQ(place("2,4", 3), "e:node1 e:node2 e:node2 a:node2\n");
+  EXPECT_EQ(place("5,1", 3), "e:node1 e:node1 e:node2 a:node1\n");
+  // The coordinator takes node1's only CPU, and node2 has two GPUs: one evaluator has no place.
+  EXPECT_EQ(place("1,5", 3), "e:node2 e:node2 e:none a:node2\n");
+  EXPECT_EQ(place("1,1", 2), "e:node2 e:none a:none\n");
+  // Without the job's CPU counts every step is left to Slurm.
+  EXPECT_EQ(place("", 2), "e:- e:- a:-\n");
+}
+
 // One job through both faults, one after the other (a cluster and a job start cost half a minute).
 TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPerEvaluator) {
   const std::string name = "kiln-slurm";
@@ -179,7 +210,10 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
         return !step.empty();
       },
       60);
-  ASSERT_FALSE(step.empty()) << steps;
+  ASSERT_FALSE(step.empty()) << steps << "\n--- evaluator-1.out\n"
+                             << testing::read_file(dir_.file(name + "/logs/evaluator-1.out"))
+                             << "\n--- job\n"
+                             << context(name);
   std::string out;
   ASSERT_EQ(slurm("scancel " + step + " 2>&1", &out), 0) << out;
   phase("step " + step + " (evaluator-1) cancelled");
@@ -213,6 +247,7 @@ TEST_F(SlurmJob, SurvivesAStepCancelledAndARequeueAndFinishesItsRunWithOneGpuPer
   EXPECT_NE(batch.find("continuing it (--resume-if-any)"), std::string::npos) << batch;
   EXPECT_NE(batch.find("of search already spent"), std::string::npos) << batch;
   EXPECT_NE(batch.find("coordinator exited with 0"), std::string::npos) << batch;
+  EXPECT_EQ(batch.find("not started"), std::string::npos) << batch;  // every step had its place
   nlohmann::json summary = nlohmann::json::parse(
       testing::read_file(dir_.file(name + "/run/summary.json")), nullptr, false);
   ASSERT_TRUE(summary.is_array() && summary.size() == 1) << batch;
