@@ -9,6 +9,7 @@
 #include "agent/agent_daemon.h"
 #include "cli/curve_options.h"
 #include "cli/stop_signal.h"
+#include "shared/backends.h"
 #include "shared/endpoint.h"
 #include "shared/fatal.h"
 
@@ -37,8 +38,8 @@ int run_agent(agent::AgentOptions options, const std::string& backends,
   std::stringstream list(backends);
   for (std::string b; std::getline(list, b, ',');) {
     if (b.empty()) continue;
-    if (b != "cuda" && b != "cpu") {
-      report_fatal("kiln agent: --backends takes cuda and/or cpu, not '" + b + "'");
+    if (!is_backend(b)) {
+      report_fatal("kiln agent: --backends takes cuda, cpu and/or triton, not '" + b + "'");
       return 2;
     }
     options.backends.push_back(b);

@@ -11,6 +11,7 @@
 
 #include "cli/eval_candidate.h"
 #include "cli/eval_check.h"
+#include "cli/local_eval.h"
 #include "cli/sweep.h"
 #include "evaluator/ceilings.h"
 #include "evaluator/cuda/cuda_probe.h"
@@ -164,12 +165,11 @@ int run_eval(const EvalArgs& a) {
     CheckArgs ck{&*target, b, backend, check_arch(a, backend), &*choice, shape, dtype, a.json};
     return run_eval_check(ck, (*tc)->compiler());
   }
-  if (backend == "triton") {
-    return fail(
-        "the triton backend compiles Triton kernels (kiln eval --check, kiln targets --check "
-        "--backend triton) but cannot run them yet: their verification and timing on a GPU are "
-        "the next part of this backend (docs/targets.md)",
-        2);
+  // Running needs the device (compiling does not): say so before a sandbox fails on it.
+  if (std::string why = backend_unavailable_here(backend); !why.empty()) {
+    return fail("the " + backend + " backend cannot run here: " + why +
+                    (backend == "cpu" ? "" : " (kiln eval --check compiles without a GPU)"),
+                1);
   }
   FILE* progress_out = a.json ? stderr : stdout;
   if (options.time) {
@@ -274,7 +274,8 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
       "one core's measured copy rate). Exit code 0 when verified (with --check: when the scan is\n"
       "clean and every dtype compiled), 1 otherwise, 2 for bad usage.");
   sub->add_option("target", args->target, "Target name (a folder under the targets dir) or path")->required();
-  sub->add_option("--backend", args->backend, "cuda or cpu (default: cuda when a GPU is usable)");
+  sub->add_option("--backend", args->backend,
+                  "cuda, cpu or triton (default: cuda when a GPU is usable)");
   sub->add_flag("--template", args->use_template,
                 "Evaluate the tunable template (default: the seed); with --source, launch the\n"
                 "source with the template's geometry (as --geometry template)");

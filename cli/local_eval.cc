@@ -7,12 +7,15 @@
 #include "evaluator/ceilings.h"
 #include "evaluator/cuda/cuda_probe.h"
 #include "evaluator/toolchain.h"
+#include "shared/backends.h"
 
 namespace kiln::cli {
 
 std::string backend_unavailable_here(const std::string& backend) {
   if (backend == "cpu") return "";
-  if (backend != "cuda") return "kiln has no " + backend + " backend";
+  if (!runs_on_gpu(backend)) return "kiln has no " + backend + " backend";
+  // triton too: its kernels run on the CUDA device, whose ceilings the cuda backend's probes
+  // (NVRTC) measure.
   const cuda::CudaProbe p = cuda::probe_cuda();
   if (!p.driver_loaded) return p.driver_error;
   if (!p.nvrtc_loaded) return "no NVRTC here (" + p.nvrtc_error + ")";

@@ -35,6 +35,7 @@
 #include <thread>
 
 #include "cli/curve_options.h"
+#include "cli/local_eval.h"
 #include "cli/local_workers.h"
 #include "cli/plan_sweep.h"
 #include "cli/redis_password.h"
@@ -51,6 +52,7 @@
 #include "evaluator/profile/plan.h"
 #include "evaluator/result_json.h"
 #include "evaluator/toolchain.h"
+#include "shared/backends.h"
 #include "shared/build_info.h"
 #include "shared/config.h"
 #include "shared/endpoint.h"
@@ -117,8 +119,16 @@ int run_search(const RunArgs& args) {
     if (Result<std::pair<std::string, uint16_t>> hp = net::parse_host_port(a.http); !hp.is_ok())
       return fail("--http: " + hp.status().message() + "; or off");
   }
-  if (!a.backend.empty() && a.backend != "cuda" && a.backend != "cpu") {
-    return fail("unknown backend '" + a.backend + "' for --backend (valid: cuda, cpu)");
+  if (!a.backend.empty() && !is_backend(a.backend)) {
+    return fail("unknown backend '" + a.backend + "' for --backend (valid: cuda, cpu, triton)");
+  }
+  // Local evaluators on a GPU backend need the GPU here: say so now, not after a run whose
+  // evaluators could never start (a coordinator's evaluators run elsewhere).
+  if (!a.coordinator_mode && runs_on_gpu(a.backend)) {
+    if (std::string why = backend_unavailable_here(a.backend); !why.empty()) {
+      return fail("--backend " + a.backend + " needs a GPU here: " + why +
+                  "; use --backend cpu, or `kiln coordinator` with evaluators on GPU machines");
+    }
   }
   if (a.coordinator_mode) {
     Status bind = net::validate_endpoint(a.bind, net::EndpointUse::kBind);
@@ -270,7 +280,7 @@ int run_search(const RunArgs& args) {
     std::fprintf(stderr, "kiln run: NOTICE: built without the CUDA backend; searching on the cpu backend\n");
 #endif
   }
-  if (backend == "cuda" && gpus.empty()) {
+  if (runs_on_gpu(backend) && gpus.empty()) {
 #ifdef KILN_HAVE_CUDA
     if (rec) {  // a resume names no GPUs: every visible one, as a new run would
       cuda::CudaProbe p = cuda::probe_cuda();
@@ -293,7 +303,7 @@ int run_search(const RunArgs& args) {
     }
   }
 #ifdef KILN_HAVE_CUDA
-  if (!a.coordinator_mode && backend == "cuda") {
+  if (!a.coordinator_mode && runs_on_gpu(backend)) {
     cuda::CudaProbe p = cuda::probe_cuda();
     std::set<std::string> local;
     for (int g : gpus) {
@@ -320,7 +330,9 @@ int run_search(const RunArgs& args) {
   dopts.exact_gpu_models = discover_models || gpu_models != std::vector<std::string>{""};
   auto dispatcher = coordinator::Dispatcher::create(ctx, store, dopts);
   if (!dispatcher.is_ok()) return fail("binding the coordinator: " + dispatcher.status().message());
-  const size_t count = a.coordinator_mode ? 0 : backend == "cuda" ? gpus.size() : std::max<uint32_t>(1, local_evaluators);
+  const size_t count = a.coordinator_mode     ? 0
+                       : runs_on_gpu(backend) ? gpus.size()
+                                              : std::max<uint32_t>(1, local_evaluators);
   coordinator::EngineOptions eo;
   eo.backend = backend;
   eo.gpu_models = gpu_models;
@@ -428,7 +440,7 @@ int run_search(const RunArgs& args) {
                                      "--worker-id", "local-" + backend + std::to_string(i)};
     // The same lookup path as ours (without --targets-dir they read $KILN_TARGETS_DIR too).
     if (!a.targets_dir.empty()) argv.insert(argv.end(), {"--targets-dir", a.targets_dir});
-    if (backend == "cuda") argv.insert(argv.end(), {"--gpu", std::to_string(gpus[i])});
+    if (runs_on_gpu(backend)) argv.insert(argv.end(), {"--gpu", std::to_string(gpus[i])});
     argv.insert(argv.end(), curve->local_worker_args.begin(), curve->local_worker_args.end());
     Status started =
         workers.start("evaluator " + std::to_string(i), std::move(argv),

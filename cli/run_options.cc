@@ -96,7 +96,8 @@ void add_coordinator_command(CLI::App& app, std::function<int()>& action) {
          "ZeroMQ endpoint to bind: tcp://HOST:PORT with HOST an address, an interface or *\n"
          "(every interface), PORT 1-65535 or * (a free one, written to <out>/endpoint)")
       ->capture_default_str();
-  sub->add_option("--backend", a->backend, "Backend of the evaluators: cuda or cpu (default cuda)");
+  sub->add_option("--backend", a->backend,
+                  "Backend of the evaluators: cuda, cpu or triton (default cuda)");
   sub->add_option("--in-flight", a->in_flight, "Evaluations queued or running per target")
       ->capture_default_str();
   sub->add_option(
@@ -136,7 +137,8 @@ void add_run_command(CLI::App& app, std::function<int()>& action) {
       "built-in proposer. Shows progress per target; on finish or Ctrl-C prints a summary and\n"
       "writes the best kernel of each target and every result to --out.");
   add_common_search_options(sub, a);
-  sub->add_option("--backend", a->backend, "cuda or cpu (default: cuda when a GPU is usable)");
+  sub->add_option("--backend", a->backend,
+                  "cuda, cpu or triton (default: cuda when a GPU is usable)");
   sub->add_option("--gpus", a->gpus, "Comma-separated GPU ordinals (default: every visible GPU)");
   sub->add_option("--evaluators", a->evaluators,
                   "cpu backend: evaluator processes to start, at least 1 (a search with no local\n"

@@ -19,7 +19,9 @@
 #include "evaluator/evaluation.h"
 #include "evaluator/prelude.h"
 #include "evaluator/tensor_data.h"
+#include "evaluator/toolchain.h"
 #include "shared/atomic_file.h"
+#include "shared/backends.h"
 
 namespace kiln::eval {
 namespace fs = std::filesystem;
@@ -557,6 +559,15 @@ std::string ceilings_line(const Ceilings& c) {
 
 Result<Ceilings> load_or_measure_ceilings(const SandboxOptions& base, Compiler& compiler,
                                           const std::string& cache_dir, CeilingsMode mode) {
+  if (device_backend(base.backend) != base.backend) {
+    // A triton evaluator's GPU is measured by the cuda backend's probes (CUDA C++ through
+    // NVRTC): the same figures, and the same cache entry, as a cuda evaluator's on that GPU.
+    SandboxOptions device = base;
+    device.backend = std::string(device_backend(base.backend));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Toolchain> probes,
+                          Toolchain::create(device.backend, cache_dir));
+    return load_or_measure_ceilings(device, probes->compiler(), cache_dir, mode);
+  }
   const char* injected = std::getenv("CUDA_INJECTION64_PATH");
   const bool under_tool = injected && *injected;
   const bool cuda = base.backend == "cuda";

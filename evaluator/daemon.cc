@@ -23,6 +23,7 @@
 #include "evaluator/compile_pool.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/toolchain.h"
+#include "shared/backends.h"
 #include "shared/build_info.h"
 #include "shared/protocol.h"
 #include "shared/target_path.h"
@@ -249,7 +250,7 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
       Ceilings ceilings,
       load_or_measure_ceilings(
           sb, toolchain->compiler(), options.cache_dir,
-          options.backend == "cuda" ? CeilingsMode::kKeepHigher : CeilingsMode::kUseCache));
+          runs_on_gpu(options.backend) ? CeilingsMode::kKeepHigher : CeilingsMode::kUseCache));
   spdlog::info("{}", ceilings_line(ceilings));
 
   zmq::context_t context(1);

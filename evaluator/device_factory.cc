@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "evaluator/cpu/cpu_device.h"
+#include "shared/backends.h"
 #ifdef KILN_HAVE_CUDA
 #include "evaluator/cuda/cuda_device.h"
 #include "evaluator/cuda/driver_api.h"
@@ -92,8 +93,9 @@ Result<std::unique_ptr<Device>> open_device(const std::string& backend, int gpu,
     if (!device.is_ok()) return device.status().with_context("opening the cpu device");
     return std::unique_ptr<Device>(std::move(device).value());
   }
-  if (backend == "cuda") return open_cuda(gpu);
-  return invalid_argument("unknown backend '" + backend + "' (expected cpu or cuda)");
+  // A triton kernel is a cubin: it runs on the CUDA device (shared/backends.h).
+  if (device_backend(backend) == "cuda") return open_cuda(gpu);
+  return invalid_argument("unknown backend '" + backend + "' (expected cpu, cuda or triton)");
 }
 
 }  // namespace kiln::eval

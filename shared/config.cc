@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "shared/backends.h"
 #include "shared/json_fields.h"
 
 namespace kiln {
@@ -36,8 +37,8 @@ Status read_evaluator(JsonFields& f, EvaluatorConfig* c) {
   KILN_RETURN_IF_ERROR(f.get("target_noise_rel", &c->target_noise_rel));
   KILN_RETURN_IF_ERROR(f.get("max_timing_ms", &c->max_timing_ms));
   for (const auto& b : c->backends) {
-    if (b != "cuda" && b != "cpu") {
-      return f.field_error("backends", "unknown backend '" + b + "' (use cuda or cpu)");
+    if (!is_backend(b)) {
+      return f.field_error("backends", "unknown backend '" + b + "' (use cuda, cpu or triton)");
     }
   }
   if (c->compile_threads == 0) return f.field_error("compile_threads", "must be at least 1");

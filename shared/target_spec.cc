@@ -14,6 +14,7 @@
 #include "shared/hash.h"
 #include "shared/json_fields.h"
 #include "shared/text.h"
+#include "shared/triton_settings.h"
 
 namespace kiln {
 namespace fs = std::filesystem;
@@ -155,7 +156,7 @@ Status validate_expressions(const TargetSpec& t, const std::string& source) {
       if (name == "triton") {
         // A Triton program is 32 * num_warps threads (Triton's default: 4 warps), for every
         // num_warps the space has.
-        std::vector<int64_t> warps = {4};
+        std::vector<int64_t> warps = {kTritonDefaultWarps};
         if (auto it = k->space.find("num_warps"); it != k->space.end()) {
           warps = it->second;
         } else if (auto d = k->defines.find("num_warps"); d != k->defines.end()) {
@@ -165,7 +166,8 @@ Status validate_expressions(const TargetSpec& t, const std::string& source) {
           params["num_warps"] = std::to_string(w);
           const Result<int64_t> x =
               eval_int_expr(k->block[0], expr_vars(t.benchmark, t.dtypes.front(), params));
-          if (!x.is_ok() || *x != 32 * w || k->block[1] != "1" || k->block[2] != "1") {
+          if (!x.is_ok() || *x != triton_block_threads(w) || k->block[1] != "1" ||
+              k->block[2] != "1") {
             return invalid_argument(source + ": field '" + which +
                                     ".block': a Triton program runs 32 * num_warps threads; "
                                     "write \"block\": [\"32 * num_warps\"]");

@@ -10,6 +10,7 @@
 
 #include "evaluator/evaluation.h"
 #include "shared/hash.h"
+#include "shared/triton_settings.h"
 
 namespace kiln::agent::llm {
 namespace {
@@ -49,9 +50,6 @@ std::string clip(const std::string& text, size_t n) {
 std::string fence_lang(const std::string& backend) {
   return backend == "cuda" ? "cuda" : backend == "triton" ? "python" : "cpp";
 }
-
-// Template parameters that are Triton's launch settings rather than constexprs of the kernel.
-bool triton_setting(const std::string& name) { return name == "num_warps" || name == "num_stages"; }
 
 std::string metric_lines(const proto::ParentInfo& p) {
   std::ostringstream out;
@@ -128,7 +126,7 @@ std::string triton_signature(const TargetSpec& spec, const KernelSpec* tmpl,
     for (const auto& [name, values] : tmpl->space) constexprs.insert(name);
     for (const auto& [name, value] : tmpl->defines) constexprs.insert(name);
     for (const std::string& c : constexprs) {
-      if (!triton_setting(c)) parts.push_back(c + ": tl.constexpr");
+      if (!is_triton_launch_setting(c)) parts.push_back(c + ": tl.constexpr");
     }
   }
   std::string out = "@triton.jit\ndef " + kernel + "(";

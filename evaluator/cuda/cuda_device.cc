@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "evaluator/profile/metric_names.h"
+#include "evaluator/triton/triton_binary.h"
 
 namespace kiln::cuda {
 namespace {
@@ -118,15 +119,30 @@ Result<eval::KernelHandle> CudaDevice::load(const std::string& binary,
                                             const std::string& kernel_name) {
   KILN_RETURN_IF_ERROR(enter());
   if (binary.empty()) return invalid_argument("load: empty binary");
-  CUmodule module = nullptr;
-  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuModuleLoadData, &module, binary.data()));
   Kernel kernel;
   kernel.name = kernel_name;
+  const std::string* image = &binary;
+  eval::TritonKernel triton;
+  if (eval::is_triton_binary(binary)) {
+    Result<eval::TritonKernel> decoded = eval::decode_triton_binary(binary);
+    if (!decoded.is_ok()) return decoded.status().with_context("load");
+    triton = std::move(decoded).value();
+    if (triton.num_warps < 1 || triton.num_warps > 32) {
+      return invalid_argument("load: a Triton kernel of " + std::to_string(triton.num_warps) +
+                              " warps");
+    }
+    kernel.name = triton.name;
+    kernel.hidden_args = triton.hidden_args;
+    kernel.threads = 32 * triton.num_warps;
+    kernel.min_shared_bytes = triton.shared_bytes;
+    image = &triton.cubin;
+  }
+  CUmodule module = nullptr;
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuModuleLoadData, &module, image->data()));
   kernel.module = ModuleHandle(api_, module);
-  if (Status s = KILN_DEVICE_CU(cuModuleGetFunction, &kernel.function, module,
-                                kernel_name.c_str());
+  if (Status s = KILN_DEVICE_CU(cuModuleGetFunction, &kernel.function, module, kernel.name.c_str());
       !s.is_ok()) {
-    return s.with_context("kernel '" + kernel_name + "' (is it extern \"C\" __global__?)");
+    return s.with_context("kernel '" + kernel.name + "' (is it extern \"C\" __global__?)");
   }
   // cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE past the last parameter.
   for (size_t i = 0;; ++i) {
@@ -136,6 +152,11 @@ Result<eval::KernelHandle> CudaDevice::load(const std::string& binary,
     if (result == CUDA_ERROR_INVALID_VALUE) break;
     KILN_RETURN_IF_ERROR(note(result, "cuFuncGetParamInfo", __FILE__, __LINE__));
     kernel.param_bytes.push_back(bytes);
+  }
+  if (kernel.hidden_args > kernel.param_bytes.size()) {
+    return invalid_argument("load: the Triton kernel '" + kernel.name + "' has " +
+                            std::to_string(kernel.param_bytes.size()) + " parameters, fewer than " +
+                            "the " + std::to_string(kernel.hidden_args) + " hidden ones it names");
   }
   eval::KernelHandle handle = next_kernel_++;
   kernels_.emplace(handle, std::move(kernel));
@@ -203,14 +224,25 @@ Status CudaDevice::fill(void* dst, unsigned char byte, size_t bytes) {
 Status CudaDevice::enqueue_launch(Kernel& kernel, const eval::LaunchGeometry& geometry,
                                   const std::vector<eval::KernelArg>& args) {
   // The driver reads each parameter's size from the cubin, not from us: a mismatched argument
-  // list would make it read past our values. Reject it here instead.
-  if (args.size() != kernel.param_bytes.size()) {
-    return invalid_argument("kernel '" + kernel.name + "' takes " +
-                            std::to_string(kernel.param_bytes.size()) + " parameters, " +
-                            std::to_string(args.size()) + " arguments given");
+  // list would make it read past our values. Reject it here instead. A Triton kernel's hidden
+  // trailing parameters (its scratch pointers) are not the caller's: they go as null.
+  const size_t visible = kernel.param_bytes.size() - kernel.hidden_args;
+  if (args.size() != visible) {
+    return invalid_argument("kernel '" + kernel.name + "' takes " + std::to_string(visible) +
+                            " parameters, " + std::to_string(args.size()) + " arguments given");
   }
-  std::vector<void*> params(args.size());
-  for (size_t i = 0; i < args.size(); ++i) {
+  const CUdeviceptr null_pointer = 0;
+  std::vector<void*> params(kernel.param_bytes.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (i >= visible) {
+      if (kernel.param_bytes[i] != sizeof(CUdeviceptr)) {
+        return invalid_argument("kernel '" + kernel.name + "' hidden parameter " +
+                                std::to_string(i) + " is " + std::to_string(kernel.param_bytes[i]) +
+                                " bytes, not a pointer");
+      }
+      params[i] = const_cast<CUdeviceptr*>(&null_pointer);
+      continue;
+    }
     if (args[i].size != kernel.param_bytes[i]) {
       return invalid_argument("kernel '" + kernel.name + "' parameter " + std::to_string(i) +
                               " is " + std::to_string(kernel.param_bytes[i]) +
@@ -219,16 +251,24 @@ Status CudaDevice::enqueue_launch(Kernel& kernel, const eval::LaunchGeometry& ge
     // cuLaunchKernel copies the values before it returns; the const_cast is for its void**.
     params[i] = const_cast<unsigned char*>(args[i].bytes);
   }
-  if (geometry.shared_bytes > kernel.dynamic_shared_limit_bytes) {
+  const uint64_t threads =
+      static_cast<uint64_t>(geometry.block[0]) * geometry.block[1] * geometry.block[2];
+  if (kernel.threads != 0 && threads != kernel.threads) {
+    return invalid_argument("kernel '" + kernel.name + "' was compiled by Triton for " +
+                            std::to_string(kernel.threads / 32) + " warps (" +
+                            std::to_string(kernel.threads) + " threads); the launch gives " +
+                            std::to_string(threads));
+  }
+  const uint32_t shared = std::max<uint32_t>(geometry.shared_bytes, kernel.min_shared_bytes);
+  if (shared > kernel.dynamic_shared_limit_bytes) {
     KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuFuncSetAttribute, kernel.function,
                                         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        static_cast<int>(geometry.shared_bytes)));
-    kernel.dynamic_shared_limit_bytes = geometry.shared_bytes;
+                                        static_cast<int>(shared)));
+    kernel.dynamic_shared_limit_bytes = shared;
   }
   return KILN_DEVICE_CU(cuLaunchKernel, kernel.function, geometry.grid[0], geometry.grid[1],
                         geometry.grid[2], geometry.block[0], geometry.block[1], geometry.block[2],
-                        geometry.shared_bytes, stream_.get(),
-                        params.empty() ? nullptr : params.data(), nullptr);
+                        shared, stream_.get(), params.empty() ? nullptr : params.data(), nullptr);
 }
 
 Status CudaDevice::launch(eval::KernelHandle kernel, const eval::LaunchGeometry& geometry,

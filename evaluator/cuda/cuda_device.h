@@ -48,7 +48,9 @@ class CudaDevice final : public eval::Device {
   std::string arch() const override { return arch_; }
 
   // cuModuleLoadData + cuModuleGetFunction; also reads the kernel's parameter sizes so that
-  // launch() can reject arguments that do not match them.
+  // launch() can reject arguments that do not match them. A triton binary (the triton backend's
+  // compile output) loads its cubin's entry point, whatever `kernel_name` says, and its launches
+  // get Triton's hidden parameters, its shared memory and a check of the block against its warps.
   Result<eval::KernelHandle> load(const std::string& binary,
                                   const std::string& kernel_name) override;
   Status unload(eval::KernelHandle kernel) override;
@@ -100,6 +102,12 @@ class CudaDevice final : public eval::Device {
     std::vector<size_t> param_bytes;       // size of each declared parameter, in order
     // Dynamic shared memory the function currently accepts; 48 KB until opted in higher.
     uint32_t dynamic_shared_limit_bytes = 48 * 1024;
+    // A Triton kernel (a triton binary, evaluator/triton/triton_binary.h): the trailing pointer
+    // parameters Triton added (passed as null), the block its warps make (0: any) and the dynamic
+    // shared memory every launch gives it at least.
+    size_t hidden_args = 0;
+    uint32_t threads = 0;
+    uint32_t min_shared_bytes = 0;
   };
 
   CudaDevice(const DriverApi& api, int ordinal);

@@ -15,6 +15,7 @@
 #include "evaluator/triton/triton_binary.h"
 #include "shared/hash.h"
 #include "shared/process.h"
+#include "shared/triton_settings.h"
 
 namespace kiln::eval {
 namespace {
@@ -109,8 +110,8 @@ CompileOutput TritonCompiler::compile(const CompileRequest& request) {
                         {"arch", request.arch},
                         {"args", nlohmann::json::array()},
                         {"constants", nlohmann::json::object()},
-                        {"num_warps", 4},
-                        {"num_stages", 3}};
+                        {"num_warps", kTritonDefaultWarps},
+                        {"num_stages", kTritonDefaultStages}};
   for (const ArgSpec& a : request.signature) {
     Result<std::string> type = triton_type(a);
     if (!type.is_ok()) return failed("kiln: " + type.status().message(), key);
@@ -126,7 +127,7 @@ CompileOutput TritonCompiler::compile(const CompileRequest& request) {
                         "num_stages take integers",
                     key);
     }
-    if (name == "num_warps" || name == "num_stages") {
+    if (is_triton_launch_setting(name)) {
       req[name] = v;
     } else {
       req["constants"][name] = v;

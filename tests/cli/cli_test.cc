@@ -113,7 +113,9 @@ TEST(Cli, AnUnknownBackendIsNamedWithTheValidOnes) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/x"));
 }
 
-TEST(Cli, TritonKernelsAreCheckedAndCompiledButNotYetRunAndEvalSaysSo) {
+// Triton kernels compile without a GPU (--check); running them needs one, and without it kiln eval
+// says so before it starts anything.
+TEST(Cli, TritonKernelsAreCheckedWithoutAGpuAndRunOnlyWhereOneIs) {
   testing::TempDir dir;
   std::string text;
   EXPECT_EQ(run_command(
@@ -123,12 +125,29 @@ TEST(Cli, TritonKernelsAreCheckedAndCompiledButNotYetRunAndEvalSaysSo) {
       << text;
   EXPECT_NE(text.find("compile bf16: ok"), std::string::npos) << text;
   EXPECT_NE(text.find("check: passed"), std::string::npos) << text;
-  EXPECT_EQ(run_command(kiln_binary() + " eval rmsnorm --backend triton --cache-dir " + dir.path(),
-                        &text),
-            2)
-      << text;
-  EXPECT_NE(text.find("the triton backend compiles Triton kernels"), std::string::npos) << text;
-  EXPECT_NE(text.find("cannot run them yet"), std::string::npos) << text;
+  const int rc = run_command(
+      kiln_binary() + " eval rmsnorm --backend triton --cache-dir " + dir.path(), &text);
+  if (text.find("the triton backend cannot run here") != std::string::npos) {  // no GPU here
+    EXPECT_EQ(rc, 1) << text;
+    EXPECT_NE(text.find("kiln eval --check compiles without a GPU"), std::string::npos) << text;
+    // A run with local evaluators stops before it starts anything, instead of a run whose
+    // evaluators can never start (it ended with nothing evaluated and exit 0 for cuda too).
+    for (const char* backend : {"triton", "cuda"}) {
+      const std::string out = dir.file(std::string("run-") + backend);
+      EXPECT_EQ(run_command(kiln_binary() + " run --targets rmsnorm --budget 5s --backend " +
+                                backend + " --out " + out,
+                            &text),
+                2)
+          << text;
+      EXPECT_NE(text.find(std::string("--backend ") + backend + " needs a GPU here"),
+                std::string::npos)
+          << text;
+      EXPECT_FALSE(std::filesystem::exists(out)) << text;
+    }
+  } else {  // a GPU: the seed verifies and is timed
+    EXPECT_EQ(rc, 0) << text;
+    EXPECT_NE(text.find("verified"), std::string::npos) << text;
+  }
 }
 
 TEST(Cli, ABindPortOutOfRangeIsRefusedInsteadOfListeningElsewhere) {
