@@ -37,6 +37,7 @@ struct ExportCandidate {
   std::string variant;
 
   const KernelSpec& geometry() const;  // the seed's or the template's
+  bool is_cuda() const { return backend == "cuda"; }
 };
 
 // Which candidate of a run: a target, optionally a GPU model and a candidate id (a prefix of at

@@ -8,7 +8,7 @@
 namespace kiln::exporter {
 namespace {
 
-std::string number(double v) {
+std::string shown_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
@@ -121,7 +121,7 @@ Result<std::vector<ExportFile>> dispatch_export(std::vector<ExportCandidate> ent
   for (const ExportCandidate& c : entries) {
     u += "    {" + cpp_string_literal(c.gpu_model) + ", " +
          cpp_string_literal(shape_string(c.shape)) + ", " +
-         cpp_string_literal(configuration_text(c)) + ", " + number(c.best_us) + "},\n";
+         cpp_string_literal(configuration_text(c)) + ", " + shown_number(c.best_us) + "},\n";
   }
   u += "};\nconst int kEntryCount = " + std::to_string(entries.size()) + ";\n\nnamespace {\n\n";
   u += "// Each entry's shape, dims in the launcher's order.\nconst double kShapes[][" +

@@ -8,8 +8,6 @@
 namespace kiln::exporter {
 namespace {
 
-bool is_cuda(const ExportCandidate& c) { return c.backend == "cuda"; }
-
 std::string py_str(const std::string& s) {
   std::string out = "\"";
   for (char ch : s) {
@@ -68,7 +66,7 @@ std::string binding_function(const ExportCandidate& c) {
       "// Called by the Python wrapper, which has checked dtypes, shapes, devices and "
       "contiguity.\n";
   b += "void kiln_launch(" + params + ") {\n  std::string why;\n";
-  if (is_cuda(c)) {
+  if (c.is_cuda()) {
     b += "  const at::cuda::OptionalCUDAGuard guard(" + first_tensor + ".device());\n";
     b += "  const cudaError_t e = " + export_namespace(c) + "::launch(" + call +
          ", at::cuda::getCurrentCUDAStream(), &why);\n";
@@ -111,7 +109,7 @@ std::string python_comment(const std::string& note) {
 
 std::string binding_includes(const ExportCandidate& c) {
   std::string s = "#include <torch/extension.h>\n";
-  if (is_cuda(c)) s += "#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n";
+  if (c.is_cuda()) s += "#include <ATen/cuda/CUDAContext.h>\n#include <c10/cuda/CUDAGuard.h>\n";
   return s;
 }
 
@@ -120,7 +118,7 @@ std::string binding_includes(const ExportCandidate& c) {
 std::string python_function(const ExportCandidate& c, const std::string& name,
                             const std::string& launcher) {
   const std::vector<LaunchArg> args = launch_args(c);
-  const std::string device = is_cuda(c) ? "cuda" : "cpu";
+  const std::string device = c.is_cuda() ? "cuda" : "cpu";
   std::vector<std::string> inputs, outputs, keywords;
   std::set<std::string> inferred;
   for (const auto& a : args) {
@@ -217,7 +215,7 @@ std::string python_function(const ExportCandidate& c, const std::string& name,
 // Helpers the wrapper uses: argument checks with messages that say what to change, and the
 // cached scratch buffers (zeroed once; the kernel leaves them as it found them).
 std::string python_helpers(const ExportCandidate& c) {
-  const std::string device = is_cuda(c) ? "cuda" : "cpu";
+  const std::string device = c.is_cuda() ? "cuda" : "cpu";
   std::string s = "_SCRATCH = {}\n\n\n";
   s += "def _check(name, t, dtype, dim_names, dims, device):\n"
        "    if not isinstance(t, torch.Tensor):\n"
@@ -330,7 +328,7 @@ Result<std::vector<ExportFile>> torch_export(const ExportCandidate& c,
   KILN_ASSIGN_OR_RETURN(std::vector<ExportFile> files, source_export(c, header_note));
   const std::string hdr = files[0].name, unit = files[1].name;
   files.pop_back();  // the CMake snippet: torch builds it
-  const bool cuda = is_cuda(c);
+  const bool cuda = c.is_cuda();
   std::string binding = header_note + binding_includes(c) + "#include \"" + hdr + "\"\n\n" +
                         binding_function(c) +
                         "\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n  m.def(\"kiln_launch\", "
@@ -398,7 +396,7 @@ Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c,
         lb.bit_exact +
         "); kiln verifies within a tolerance and does not write a submission for it");
   }
-  if (!is_cuda(c))
+  if (!c.is_cuda())
     return failed_precondition("a GPU MODE submission needs a kernel of the cuda backend, not " +
                                c.backend);
   std::string py = "#!POPCORN leaderboard " + lb.task + "\n";
@@ -427,7 +425,7 @@ Result<std::vector<ExportFile>> gpumode_export(const ExportCandidate& c,
 
 Result<std::vector<ExportFile>> kernelbench_export(const ExportCandidate& c,
                                                    const std::string& header_note) {
-  if (!is_cuda(c))
+  if (!c.is_cuda())
     return failed_precondition("a KernelBench ModelNew needs a kernel of the cuda backend, not " +
                                c.backend);
   std::string py = python_comment(header_note);

@@ -12,10 +12,8 @@
 namespace kiln::exporter {
 namespace {
 
-bool is_cuda(const ExportCandidate& c) { return c.backend == "cuda"; }
-
 std::string ctype_of(const ExportCandidate& c, DType d) {
-  const bool cuda = is_cuda(c);
+  const bool cuda = c.is_cuda();
   switch (d) {
     case DType::kF16:
       return cuda ? "__half" : "_Float16";
@@ -33,9 +31,9 @@ std::string ctype_of(const ExportCandidate& c, DType d) {
   return "float";
 }
 
-std::string dim_type(const ExportCandidate& c) { return is_cuda(c) ? "long long" : "int64_t"; }
+std::string dim_type(const ExportCandidate& c) { return c.is_cuda() ? "long long" : "int64_t"; }
 
-std::string number(double v) {
+std::string exact_number(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
@@ -46,9 +44,9 @@ std::string number(double v) {
 CppNames expression_names(const ExportCandidate& c) {
   CppNames names;
   for (const auto& d : c.target.dims) names[d] = "d_" + d;
-  names["S"] = number(static_cast<double>(dtype_bytes(c.dtype)));
+  names["S"] = exact_number(static_cast<double>(dtype_bytes(c.dtype)));
   for (const auto& [k, v] : expr_vars({}, c.dtype, c.params)) {
-    if (k != "S") names[k] = number(v);
+    if (k != "S") names[k] = exact_number(v);
   }
   return names;
 }
@@ -164,15 +162,16 @@ std::vector<LaunchArg> launch_args(const ExportCandidate& c) {
   }
   for (const auto* s : c.target.scalars()) {
     const bool i64 = s->scalar_type == "i64";
-    LaunchArg l{LaunchArg::Kind::kScalar,
-                code_name(s->name),
-                s->name,
-                i64 ? dim_type(c) : "float",
-                i64 ? DType::kI64 : DType::kF32,
-                {},
-                i64 ? std::to_string(static_cast<long long>(s->value)) : number(s->value) + "f"};
+    LaunchArg l{
+        LaunchArg::Kind::kScalar,
+        code_name(s->name),
+        s->name,
+        i64 ? dim_type(c) : "float",
+        i64 ? DType::kI64 : DType::kF32,
+        {},
+        i64 ? std::to_string(static_cast<long long>(s->value)) : exact_number(s->value) + "f"};
     if (!i64 && l.default_value.find_first_of(".e") == std::string::npos)
-      l.default_value = number(s->value) + ".0f";
+      l.default_value = exact_number(s->value) + ".0f";
     out.push_back(l);
   }
   return out;
@@ -181,7 +180,7 @@ std::vector<LaunchArg> launch_args(const ExportCandidate& c) {
 Result<std::string> launcher_header(const ExportCandidate& c, const std::string& header_note) {
   const std::vector<LaunchArg> args = launch_args(c);
   const std::string dims = join_args(only(args, LaunchArg::Kind::kDim), true, false);
-  const bool cuda = is_cuda(c);
+  const bool cuda = c.is_cuda();
   std::string h = header_note;
   h += "#pragma once\n\n#include <cstddef>\n#include <cstdint>\n#include <string>\n";
   if (cuda) h += "#include <cuda_runtime.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n";
@@ -230,7 +229,7 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
   const std::vector<LaunchArg> dim_args = only(args, LaunchArg::Kind::kDim);
   const std::string dims = join_args(dim_args, true, false);
   const std::string dim_names = join_args(dim_args, false, false);
-  const bool cuda = is_cuda(c);
+  const bool cuda = c.is_cuda();
   const CppNames names = expression_names(c);
   const KernelSpec& k = c.geometry();
   KILN_ASSIGN_OR_RETURN(std::string macro, eval::dtype_macro(c.backend, c.dtype));
@@ -361,7 +360,7 @@ Result<std::string> kernel_unit(const ExportCandidate& c, const std::string& hea
 
 Result<std::vector<ExportFile>> source_export(const ExportCandidate& c,
                                               const std::string& header_note) {
-  const bool cuda = is_cuda(c);
+  const bool cuda = c.is_cuda();
   const std::string base = c.target.name;
   const std::string hdr = base + (cuda ? ".cuh" : ".h");
   const std::string unit = base + (cuda ? ".cu" : ".cc");

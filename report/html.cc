@@ -77,8 +77,8 @@ std::string esc(std::string_view s) { return xml_escape(s); }
 // A table: `cells` are HTML already. A header starting with '#' marks a numeric column
 // (right-aligned), one starting with '~' a column of long text that may wrap; the mark is not
 // shown.
-std::string table(const std::vector<std::string>& headers,
-                  const std::vector<std::vector<std::string>>& rows) {
+std::string html_table(const std::vector<std::string>& headers,
+                       const std::vector<std::vector<std::string>>& rows) {
   std::string o = "<div class=\"scroll\"><table>\n<thead><tr>";
   std::vector<std::string> td;
   for (const auto& h : headers) {
@@ -124,9 +124,9 @@ std::string summary(const RunData& run) {
          percent(u.fraction_of_floor)});
   }
   return "<section>\n<h2>Summary</h2>\n" +
-         table({"target @ GPU model", "state", "#evaluations", "#failures", "#kept", "#seed time",
-                "#best time", "#speedup", "#fraction of floor"},
-               rows) +
+         html_table({"target @ GPU model", "state", "#evaluations", "#failures", "#kept",
+                     "#seed time", "#best time", "#speedup", "#fraction of floor"},
+                    rows) +
          "<p class=\"note\">Speedup is the seed's median time over the best's; the fraction of "
          "the floor is the physical floor's time (bytes over peak bandwidth or flops over peak "
          "flop rate, whichever is longer) over the best's time.</p>\n</section>\n";
@@ -153,7 +153,7 @@ std::string lineage_block(const UnitSummary& u, const std::vector<const ResultRo
   }
   o += "<p class=\"note\">From the seed to the best, each candidate made from the one above it; "
        "the gain compares a candidate's last verified time with its parent's.</p>\n";
-  o += table({"#step", "candidate", "operator", "model", "#time", "#gain vs parent"}, cells);
+  o += html_table({"#step", "candidate", "operator", "model", "#time", "#gain vs parent"}, cells);
   if (!l.note.empty()) o += "<p class=\"note\">The chain stops here: " + esc(l.note) + ".</p>\n";
   return o;
 }
@@ -168,7 +168,7 @@ std::string winner_block(const RunData& run, const UnitSummary& u) {
     std::vector<std::vector<std::string>> cells;
     for (const auto& [k, v] : u.best_params)
       cells.push_back({"<code>" + esc(k) + "</code>", esc(v)});
-    o += table({"parameter", "value"}, cells);
+    o += html_table({"parameter", "value"}, cells);
   }
   o += "<p>Write it out as files to drop into your code (see <code>kiln export "
        "--help</code>):</p>\n<pre>";
@@ -186,7 +186,7 @@ std::string failures_block(const std::vector<const ResultRow*>& rows) {
         {esc(g.outcome), std::to_string(g.count),
          "<code>" + esc(first_line(g.example.empty() ? "-" : g.example, 240)) + "</code>"});
   }
-  return o + table({"outcome", "#results", "~first example"}, cells);
+  return o + html_table({"outcome", "#results", "~first example"}, cells);
 }
 
 std::string unit_section(const RunData& run, const UnitSummary& u, size_t n) {
@@ -239,8 +239,8 @@ std::string dispatch_sections(const RunData& run) {
          "<p class=\"note\">Each swept shape's best, as <code>kiln export</code> writes them into "
          "one launcher that picks by shape, and the time at that shape of the one configuration "
          "that serves them all best.</p>\n" +
-         table({"shape", "#best", "configuration", "#single configuration", "#single / best"},
-               cells) +
+         html_table({"shape", "#best", "configuration", "#single configuration", "#single / best"},
+                    cells) +
          "<p>" + esc(single_config_sentence(t)) + "</p>\n</section>\n";
   }
   return o;
@@ -268,7 +268,7 @@ std::string workers_section(const RunData& run) {
                      with_unit(w.busy_s, Unit::kSeconds),
                      w.idle_s >= 0 ? with_unit(w.idle_s, Unit::kSeconds) : "-"});
   }
-  o += table({"evaluator", "#evaluations", "#busy", "#idle"}, cells);
+  o += html_table({"evaluator", "#evaluations", "#busy", "#idle"}, cells);
   o += "<p class=\"note\">Busy time is the sum of the evaluator's wall times for its tasks; idle "
        "time is the run's span (its search time, or the last result's arrival when that is not "
        "recorded) less the busy time, and never below zero.</p>\n";
@@ -284,9 +284,9 @@ std::string llm_section(const RunData& run) {
                      m.accepted > 0 ? dollars(m.cost_usd / m.accepted) : "-"});
   }
   return "<section id=\"llm\">\n<h2>LLM models</h2>\n" +
-         table({"model", "#calls", "#input tokens", "#output tokens", "#cost", "#accepted",
-                "#cost per accepted"},
-               cells) +
+         html_table({"model", "#calls", "#input tokens", "#output tokens", "#cost", "#accepted",
+                     "#cost per accepted"},
+                    cells) +
          "<p class=\"note\">Accepted counts the children a model wrote that the search kept.</p>\n"
          "</section>\n";
 }

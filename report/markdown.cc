@@ -13,8 +13,8 @@ namespace kiln::report {
 namespace {
 
 // A GitHub table; a header starting with '#' is a right-aligned (numeric) column.
-std::string table(const std::vector<std::string>& headers,
-                  const std::vector<std::vector<std::string>>& rows) {
+std::string markdown_table(const std::vector<std::string>& headers,
+                           const std::vector<std::vector<std::string>>& rows) {
   std::string head = "|", rule = "|";
   for (const auto& h : headers) {
     const bool n = !h.empty() && h[0] == '#';
@@ -49,7 +49,8 @@ std::string unit_part(const RunData& run, const UnitSummary& u) {
       cells.push_back({std::to_string(i), s.candidate_id.substr(0, 12), s.op, s.model,
                        time_us(s.median_us), gain});
     }
-    o += table({"#step", "candidate", "operator", "model", "#time", "#gain vs parent"}, cells);
+    o += markdown_table({"#step", "candidate", "operator", "model", "#time", "#gain vs parent"},
+                        cells);
     if (!l.note.empty()) o += "The chain stops here: " + l.note + ".\n\n";
   }
 
@@ -70,7 +71,7 @@ std::string unit_part(const RunData& run, const UnitSummary& u) {
   std::vector<std::vector<std::string>> cells;
   for (const auto& g : groups)
     cells.push_back({g.outcome, std::to_string(g.count), first_line(g.example, 160)});
-  return o + table({"outcome", "#results", "first example"}, cells);
+  return o + markdown_table({"outcome", "#results", "first example"}, cells);
 }
 
 }  // namespace
@@ -93,9 +94,10 @@ std::string render_markdown(const RunData& run) {
                      u.seed_us > 0 && u.best_us > 0 ? speedup(u.seed_us / u.best_us) : "-",
                      percent(u.fraction_of_floor)});
   }
-  o += "## Summary\n\n" + table({"target @ GPU model", "state", "#evals", "#failures", "#kept",
-                                 "#seed time", "#best time", "#speedup", "#fraction of floor"},
-                                cells);
+  o += "## Summary\n\n" +
+       markdown_table({"target @ GPU model", "state", "#evals", "#failures", "#kept", "#seed time",
+                       "#best time", "#speedup", "#fraction of floor"},
+                      cells);
   for (const SweepTable& t : sweep_tables(run)) {
     cells.clear();
     for (const SweepEntry& e : t.entries) {
@@ -103,11 +105,12 @@ std::string render_markdown(const RunData& run) {
                        e.single_us > 0 ? time_us(e.single_us) : "-",
                        e.single_us > 0 && e.best_us > 0 ? speedup(e.single_us / e.best_us) : "-"});
     }
-    o += "## Dispatch table: " + t.target + (t.gpu_model.empty() ? "" : " @ " + t.gpu_model) +
-         "\n\n" +
-         table({"shape", "#best", "configuration", "#single configuration", "#single / best"},
-               cells) +
-         single_config_sentence(t) + "\n\n";
+    o +=
+        "## Dispatch table: " + t.target + (t.gpu_model.empty() ? "" : " @ " + t.gpu_model) +
+        "\n\n" +
+        markdown_table(
+            {"shape", "#best", "configuration", "#single configuration", "#single / best"}, cells) +
+        single_config_sentence(t) + "\n\n";
   }
   for (const auto& u : run.units) o += unit_part(run, u);
 
@@ -119,7 +122,8 @@ std::string render_markdown(const RunData& run) {
                        with_unit(w.busy_s, Unit::kSeconds),
                        w.idle_s >= 0 ? with_unit(w.idle_s, Unit::kSeconds) : "-"});
     }
-    o += "## Evaluators\n\n" + table({"evaluator", "#evaluations", "#busy", "#idle"}, cells) +
+    o += "## Evaluators\n\n" +
+         markdown_table({"evaluator", "#evaluations", "#busy", "#idle"}, cells) +
          "Busy is the sum of the evaluator's task wall times; idle is the run's span less busy, "
          "never below zero.\n\n";
   }
@@ -131,9 +135,9 @@ std::string render_markdown(const RunData& run) {
                        std::to_string(m.accepted),
                        m.accepted > 0 ? dollars(m.cost_usd / m.accepted) : "-"});
     }
-    o += "## LLM models\n\n" + table({"model", "#calls", "#input tokens", "#output tokens", "#cost",
-                                      "#accepted", "#cost per accepted"},
-                                     cells);
+    o += "## LLM models\n\n" + markdown_table({"model", "#calls", "#input tokens", "#output tokens",
+                                               "#cost", "#accepted", "#cost per accepted"},
+                                              cells);
   }
   return o;
 }

@@ -254,10 +254,6 @@ Result<ContextPtr> open_connection(const RedisOptions& options, const RedisEndpo
   return context;
 }
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
 }  // namespace
 
 Result<std::string> Reply::as_string() const {
@@ -487,7 +483,7 @@ Result<Reply> RedisClient::eval(const std::string& script, const std::vector<std
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
   Result<Reply> reply = round_trip(argv, idempotent);
-  if (reply.is_ok() && reply->is_error() && starts_with(reply->str, "NOSCRIPT")) {
+  if (reply.is_ok() && reply->is_error() && std::string_view(reply->str).starts_with("NOSCRIPT")) {
     argv[0] = "EVAL";
     argv[1] = script;  // EVAL also loads the script, so the next EVALSHA hits
     reply = round_trip(argv, idempotent);

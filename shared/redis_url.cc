@@ -13,10 +13,6 @@ constexpr std::string_view kUnixScheme = "unix://";
 constexpr std::string_view kRedisScheme = "redis://";
 constexpr std::string_view kTlsScheme = "rediss://";
 
-bool starts_with(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
 Result<int> parse_int(std::string_view text, int min, int max, std::string_view what) {
   int value = 0;
   const char* end = text.data() + text.size();
@@ -147,11 +143,11 @@ std::string RedisEndpoint::describe() const {
 Result<RedisEndpoint> parse_redis_endpoint(std::string_view url) {
   RedisEndpoint endpoint;
   Status status;
-  if (starts_with(url, kUnixScheme)) {
+  if (url.starts_with(kUnixScheme)) {
     status = parse_unix(url.substr(kUnixScheme.size()), endpoint);
-  } else if (starts_with(url, kRedisScheme)) {
+  } else if (url.starts_with(kRedisScheme)) {
     status = parse_tcp(url.substr(kRedisScheme.size()), endpoint);
-  } else if (starts_with(url, kTlsScheme)) {
+  } else if (url.starts_with(kTlsScheme)) {
     status = unimplemented(
         "redis URL: TLS (rediss://) is not supported; use redis:// on a "
         "trusted network or a unix socket");

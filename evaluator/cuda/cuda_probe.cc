@@ -5,6 +5,9 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <iterator>
+#include <string>
+#include <vector>
 
 namespace kiln::cuda {
 namespace {
@@ -27,27 +30,32 @@ Fn symbol(void* lib, const char* name) {
   return reinterpret_cast<Fn>(dlsym(lib, name));
 }
 
-void* open_nvrtc(std::string* path, std::string* error) {
-  std::vector<std::string> candidates = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+}  // namespace
+
+void* open_nvrtc_library(std::string* path, std::string* error) {
+  // Plain names go through the loader's search (LD_LIBRARY_PATH, ld.so.cache, RUNPATH).
+  const char* const files[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+  std::vector<std::string> candidates(std::begin(files), std::end(files));
   for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* home = std::getenv(env)) {
-      candidates.push_back(std::string(home) + "/lib64/libnvrtc.so");
-    }
+    const char* home = std::getenv(env);
+    if (home == nullptr || *home == '\0') continue;
+    for (const char* file : files) candidates.push_back(std::string(home) + "/lib64/" + file);
   }
-  candidates.push_back("/usr/local/cuda/lib64/libnvrtc.so");
-  for (const auto& c : candidates) {
-    if (void* lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *path = c;
-      return lib;
+  for (const char* file : files) candidates.push_back(std::string("/usr/local/cuda/lib64/") + file);
+  std::string last_error;
+  for (const std::string& candidate : candidates) {
+    if (void* library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      *path = candidate;
+      return library;
     }
+    if (const char* e = dlerror()) last_error = e;
   }
-  const char* e = dlerror();
-  *error = std::string("libnvrtc not found (tried LD_LIBRARY_PATH, $CUDA_HOME/lib64, "
-                       "/usr/local/cuda/lib64)") + (e ? std::string(": ") + e : "");
+  *error =
+      "cannot load libnvrtc (tried LD_LIBRARY_PATH, $CUDA_HOME/lib64, $CUDA_PATH/lib64, "
+      "/usr/local/cuda/lib64)" +
+      (last_error.empty() ? "" : ": " + last_error);
   return nullptr;
 }
-
-}  // namespace
 
 std::string GpuInfo::arch() const {
   // Architecture-specific targets (the "a" suffix) unlock wgmma/setmaxnreg on sm_90 and the
@@ -102,7 +110,7 @@ CudaProbe probe_cuda() {
     p.driver_error = std::string("no CUDA driver (libcuda.so.1 not found)") +
                      (e ? std::string(": ") + e : "");
   }
-  if (void* lib = open_nvrtc(&p.nvrtc_path, &p.nvrtc_error)) {
+  if (void* lib = open_nvrtc_library(&p.nvrtc_path, &p.nvrtc_error)) {
     if (auto version = symbol<NvrtcVersionFn>(lib, "nvrtcVersion")) {
       p.nvrtc_loaded = version(&p.nvrtc_major, &p.nvrtc_minor) == 0;
       if (!p.nvrtc_loaded) p.nvrtc_error = "nvrtcVersion failed";

@@ -32,6 +32,11 @@ struct CudaProbe {
 // /usr/local/cuda/lib64) and queries versions and devices. Creates no CUDA context.
 CudaProbe probe_cuda();
 
+// dlopen()s NVRTC: libnvrtc.so (then .13, .12) through the loader's search, then under
+// $CUDA_HOME/lib64, $CUDA_PATH/lib64 and /usr/local/cuda/lib64; its path in `path`, else null and
+// what was tried in `error`. The probe and NvrtcCompiler both load it this way.
+void* open_nvrtc_library(std::string* path, std::string* error);
+
 // "13.0" from 13000.
 std::string format_cuda_version(int version);
 

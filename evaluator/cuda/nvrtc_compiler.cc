@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "evaluator/compile_cache.h"
+#include "evaluator/cuda/cuda_probe.h"
 #include "evaluator/source_scan.h"
 
 #ifdef KILN_HAVE_CUDA
@@ -66,32 +67,6 @@ class Program {
   nvrtcProgram program_ = nullptr;
 };
 
-void* open_nvrtc(std::string* path, std::string* error) {
-  // Plain names go through the loader's search (LD_LIBRARY_PATH, ld.so.cache, RUNPATH).
-  std::vector<std::string> candidates = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
-  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
-    const char* home = std::getenv(env);
-    if (home == nullptr || *home == '\0') continue;
-    for (const char* file : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) {
-      candidates.push_back(std::string(home) + "/lib64/" + file);
-    }
-  }
-  for (const char* file : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) {
-    candidates.push_back(std::string("/usr/local/cuda/lib64/") + file);
-  }
-  std::string last_error;
-  for (const std::string& candidate : candidates) {
-    if (void* library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      *path = candidate;
-      return library;
-    }
-    if (const char* e = dlerror()) last_error = e;
-  }
-  *error = "cannot load libnvrtc (tried LD_LIBRARY_PATH, $CUDA_HOME/lib64, $CUDA_PATH/lib64, "
-           "/usr/local/cuda/lib64)" + (last_error.empty() ? "" : ": " + last_error);
-  return nullptr;
-}
-
 // The toolkit include directory matching the loaded library: <lib dir>/../include first (the
 // toolkit NVRTC came from, so headers and compiler agree), then $CUDA_HOME, $CUDA_PATH and
 // /usr/local/cuda. Only directories holding cuda_fp16.h count.
@@ -127,7 +102,7 @@ NvrtcCompiler::~NvrtcCompiler() = default;  // libnvrtc stays loaded: it may hol
 Result<std::unique_ptr<NvrtcCompiler>> NvrtcCompiler::load() {
   std::string path;
   std::string error;
-  void* library = open_nvrtc(&path, &error);
+  void* library = open_nvrtc_library(&path, &error);
   if (library == nullptr) return unavailable(error);
 
   std::unique_ptr<NvrtcCompiler> compiler(new NvrtcCompiler());
