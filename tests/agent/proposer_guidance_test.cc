@@ -19,7 +19,7 @@ KernelSpec spec_of(std::map<std::string, std::vector<int64_t>> space) {
   return spec;
 }
 
-const Shape kShape = {{"M", 1024}, {"N", 4096}};
+const Shape kGuidanceShape = {{"M", 1024}, {"N", 4096}};
 
 BuiltinProposerOptions no_random_operators() {
   BuiltinProposerOptions o;
@@ -34,7 +34,7 @@ TEST(ProposerGuidance, ClassesPickTheirTierAndDirection) {
                              {"VEC", {1, 2, 4, 8}},
                              {"STAGES", {2, 3, 4}},
                              {"IMPL", {0, 1}}});
-  BuiltinProposer p(spec, kShape, DType::kF16);
+  BuiltinProposer p(spec, kGuidanceShape, DType::kF16);
   Guidance far = p.guidance_for("memory_far_from_peak");
   EXPECT_EQ(far.tier, 1);  // memory access
   EXPECT_EQ(far.direction, 1);
@@ -52,20 +52,20 @@ TEST(ProposerGuidance, ClassesPickTheirTierAndDirection) {
 TEST(ProposerGuidance, AClassWhoseFirstTierIsEmptyFallsToItsNextMove) {
   // No memory-access parameter: memory far from peak goes to its next hint (more rows per block).
   KernelSpec spec = spec_of({{"BLOCK", {64, 128, 256}}, {"STAGES", {2, 3}}});
-  BuiltinProposer p(spec, kShape, DType::kF16);
+  BuiltinProposer p(spec, kGuidanceShape, DType::kF16);
   Guidance g = p.guidance_for("memory_far_from_peak");
   EXPECT_EQ(g.tier, 0);
   EXPECT_EQ(g.direction, 1);
   // Custom tiers: the playbook's tier numbers mean nothing there.
   BuiltinProposerOptions custom;
   custom.tiers = {{"STAGES"}, {"BLOCK"}};
-  BuiltinProposer q(spec, kShape, DType::kF16, custom);
+  BuiltinProposer q(spec, kGuidanceShape, DType::kF16, custom);
   EXPECT_EQ(q.guidance_for("memory_far_from_peak").tier, -1);
 }
 
 TEST(ProposerGuidance, MemoryFarFromPeakWidensLoadsAndSaysWhy) {
   KernelSpec spec = spec_of({{"BLOCK", {64, 128, 256, 512}}, {"VEC", {1, 2, 4, 8}}});
-  BuiltinProposer p(spec, kShape, DType::kF16, no_random_operators());
+  BuiltinProposer p(spec, kGuidanceShape, DType::kF16, no_random_operators());
   const Params parent = {{"BLOCK", "128"}, {"VEC", "2"}};
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     std::mt19937_64 rng(seed);
@@ -107,8 +107,8 @@ TEST(ProposerGuidance, WithoutAKnownClassItIsExactlyPropose) {
   const Params parent = {{"BLOCK", "128"}, {"VEC", "2"}, {"IMPL", "0"}};
   const Params second = {{"BLOCK", "256"}, {"VEC", "8"}, {"IMPL", "1"}};
   for (const char* bottleneck : {"", "unknown", "not-a-class"}) {
-    BuiltinProposer plain(spec, kShape, DType::kF16);
-    BuiltinProposer guided(spec, kShape, DType::kF16);
+    BuiltinProposer plain(spec, kGuidanceShape, DType::kF16);
+    BuiltinProposer guided(spec, kGuidanceShape, DType::kF16);
     std::mt19937_64 rng_a(42), rng_b(42);
     for (int i = 0; i < 30; ++i) {
       Proposal a = plain.propose(parent, &second, {}, rng_a);

@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 using testing::SyntheticWorker;
 using testing::SyntheticWorkerOptions;
 
-constexpr const char* kFast = "Test GPU Fast";
-constexpr const char* kSlow = "Test GPU Slow";
+constexpr const char* kFastModel = "Test GPU Fast";
+constexpr const char* kSlowModel = "Test GPU Slow";
 
 // A landscape over the template's space: the seed is slow; configurations are faster the nearer
 // (A, B) is to (7, 6), at every shape, and a larger shape takes longer.
@@ -66,7 +66,7 @@ class EngineSweepTest : public EngineFixture {
     eo.limits.max_proposals_without_gain = 10;
     eo.in_flight_per_target = 2;
     eo.toolchain = "kiln-test";
-    eo.gpu_models = {kFast, kSlow};
+    eo.gpu_models = {kFastModel, kSlowModel};
     eo.shapes = sweep_;
     return eo;
   }
@@ -100,8 +100,8 @@ TEST_F(EngineSweepTest, EveryShapeAndModelIsAPopulationTimedAtItsShape) {
   Engine engine(targets_, *d, options(), &*store_);
   std::atomic<bool> stop{false};
   {
-    SyntheticWorker fast(ctx_, d->endpoint(), worker(kFast));
-    SyntheticWorker slow(ctx_, d->endpoint(), worker(kSlow));
+    SyntheticWorker fast(ctx_, d->endpoint(), worker(kFastModel));
+    SyntheticWorker slow(ctx_, d->endpoint(), worker(kSlowModel));
     {
       Status ran = run_engine(engine, stop, 60);
       ASSERT_TRUE(ran.is_ok()) << ran.to_string();
@@ -198,8 +198,8 @@ TEST_F(EngineSweepTest, WithoutTransferEveryPopulationStartsCold) {
   eo.transfer = false;
   Engine engine(targets_, *d, eo, &*store_);
   std::atomic<bool> stop{false};
-  SyntheticWorker fast(ctx_, d->endpoint(), worker(kFast));
-  SyntheticWorker slow(ctx_, d->endpoint(), worker(kSlow));
+  SyntheticWorker fast(ctx_, d->endpoint(), worker(kFastModel));
+  SyntheticWorker slow(ctx_, d->endpoint(), worker(kSlowModel));
   {
     Status ran = run_engine(engine, stop, 60);
     ASSERT_TRUE(ran.is_ok()) << ran.to_string();
@@ -220,15 +220,15 @@ TEST_F(EngineSweepTest, AResumeRebuildsEveryShapesPopulationAndRefusesAnotherSwe
   ASSERT_TRUE(first.begin().is_ok());
   {
     std::atomic<bool> stop{false};
-    SyntheticWorker fast(ctx_, d1->endpoint(), worker(kFast, &stop, 20));
-    SyntheticWorker slow(ctx_, d1->endpoint(), worker(kSlow));
+    SyntheticWorker fast(ctx_, d1->endpoint(), worker(kFastModel, &stop, 20));
+    SyntheticWorker slow(ctx_, d1->endpoint(), worker(kSlowModel));
     ASSERT_TRUE(run_engine(first, stop, 30).is_ok());
   }
   auto d2 = dispatcher();
   Engine second(targets_, *d2, eo, &*store_);
   Status resumed = second.resume();
   ASSERT_TRUE(resumed.is_ok()) << resumed.to_string();
-  for (const char* model : {kFast, kSlow}) {
+  for (const char* model : {kFastModel, kSlowModel}) {
     for (const Shape& s : sweep_.at("reduce")) {
       const std::string label = shape_string(s);
       SCOPED_TRACE(std::string(model) + " " + label);
@@ -257,8 +257,8 @@ TEST_F(EngineSweepTest, AResumeWithAShapeAddedSearchesItFromItsNeighboursBests) 
   ASSERT_TRUE(first.begin().is_ok());
   {
     std::atomic<bool> stop{false};
-    SyntheticWorker fast(ctx_, d1->endpoint(), worker(kFast));
-    SyntheticWorker slow(ctx_, d1->endpoint(), worker(kSlow));
+    SyntheticWorker fast(ctx_, d1->endpoint(), worker(kFastModel));
+    SyntheticWorker slow(ctx_, d1->endpoint(), worker(kSlowModel));
     ASSERT_TRUE(run_engine(first, stop, 60).is_ok());
   }
   ASSERT_TRUE(first.finished());
@@ -270,13 +270,13 @@ TEST_F(EngineSweepTest, AResumeWithAShapeAddedSearchesItFromItsNeighboursBests) 
   EXPECT_FALSE(second.finished()) << "the added shape has not been searched";
   {
     std::atomic<bool> stop{false};
-    SyntheticWorker fast(ctx_, d2->endpoint(), worker(kFast));
-    SyntheticWorker slow(ctx_, d2->endpoint(), worker(kSlow));
+    SyntheticWorker fast(ctx_, d2->endpoint(), worker(kFastModel));
+    SyntheticWorker slow(ctx_, d2->endpoint(), worker(kSlowModel));
     ASSERT_TRUE(run_engine(second, stop, 60).is_ok());
   }
   ASSERT_TRUE(second.finished());
   const std::string added = "M=4096,N=1024";
-  for (const char* model : {kFast, kSlow}) {
+  for (const char* model : {kFastModel, kSlowModel}) {
     SCOPED_TRACE(model);
     for (const Shape& s : smaller.shapes.at("reduce")) {
       const std::string label = shape_string(s);
@@ -302,10 +302,10 @@ TEST_F(EngineSweepTest, AResumeWithAShapeAddedSearchesItFromItsNeighboursBests) 
 TEST_F(EngineSweepTest, AnEvaluatorThatTimesAtAnotherShapeIsNotBelieved) {
   auto d = dispatcher();
   EngineOptions eo = options();
-  eo.gpu_models = {kFast};
+  eo.gpu_models = {kFastModel};
   Engine engine(targets_, *d, eo, &*store_);
   std::atomic<bool> stop{false};
-  SyntheticWorkerOptions old = worker(kFast, &stop, 12);
+  SyntheticWorkerOptions old = worker(kFastModel, &stop, 12);
   old.echo_shape = false;
   SyntheticWorker w(ctx_, d->endpoint(), old);
   ASSERT_TRUE(run_engine(engine, stop, 20).is_ok());

@@ -15,10 +15,7 @@
 namespace kiln {
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
+using testing::read_json;
 
 // reduce with a cpu template of ten configurations (as the KilnCoordinator test), so that
 // verified parents exist and the coordinator asks the agent for their children.

@@ -38,10 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
+using testing::read_json;
 
 std::string read_file(const std::string& path, size_t from = 0) {
   std::ifstream in(path, std::ios::binary);

@@ -19,10 +19,7 @@ bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
+using testing::read_json;
 
 constexpr const char* kAclConfig = "user kiln on >s3cret-acl ~kiln:* &* +@all\nuser default off";
 

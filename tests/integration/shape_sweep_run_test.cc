@@ -20,10 +20,7 @@
 namespace kiln {
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in, nullptr, false);
-}
+using testing::read_json;
 
 constexpr const char* kDriver = R"(#include "rmsnorm.h"
 #include <cmath>

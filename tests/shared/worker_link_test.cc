@@ -13,7 +13,7 @@
 namespace kiln::net {
 namespace {
 
-constexpr int kWaitMs = 2000;
+constexpr int kLinkWaitMs = 2000;
 
 class WorkerLinkTest : public ::testing::Test {
  protected:
@@ -24,7 +24,7 @@ class WorkerLinkTest : public ::testing::Test {
   }
   // The next message the "coordinator" gets, decoded; fails the test when none comes.
   proto::Envelope next(std::string* peer = nullptr) {
-    auto got = router_->receive(kWaitMs);
+    auto got = router_->receive(kLinkWaitMs);
     EXPECT_TRUE(got.is_ok() && got->has_value()) << "nothing reached the coordinator";
     if (!got.is_ok() || !got->has_value()) return {};
     if (peer) *peer = (*got)->peer;

@@ -84,6 +84,11 @@ RedisServer::RedisServer(const std::string& extra_config) {
 
 RedisServer::~RedisServer() = default;
 
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

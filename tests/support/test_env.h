@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -75,6 +76,9 @@ std::string status_schema_problem(const std::string& json_text);
 
 // A file's whole content ("" when it cannot be read).
 std::string read_file(const std::string& path);
+
+// A JSON file parsed (a discarded value when it is missing or not JSON).
+nlohmann::json read_json(const std::string& path);
 
 // A loopback TCP port that was free a moment ago (-1 when none could be had).
 int free_tcp_port();
