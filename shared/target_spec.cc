@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "shared/backends.h"
 #include "shared/hash.h"
 #include "shared/json_fields.h"
 #include "shared/text.h"
@@ -483,7 +484,8 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
   }
 
   KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> backends, f.object("backends", true));
-  for (const char* name : {"cuda", "cpu", "triton"}) {
+  for (std::string_view backend : kBackends) {
+    const std::string name(backend);
     KILN_ASSIGN_OR_RETURN(std::optional<JsonFields> b, backends->object(name));
     if (!b) continue;
     KILN_RETURN_IF_ERROR(read_backend(*b, dir, t, &t.backends[name]));

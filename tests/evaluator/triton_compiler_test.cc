@@ -21,27 +21,14 @@
 #include "evaluator/triton/triton_binary.h"
 #include "shared/target_spec.h"
 #include "tests/support/test_env.h"
+#include "tests/support/triton_add_kernel.h"
 
 namespace kiln::eval {
 namespace {
 
-constexpr const char* kAddKernel = R"(import triton
-import triton.language as tl
+constexpr const char* kAddKernel = testing::kTritonAddKernel;
 
-
-@triton.jit
-def add(x, y, out, N, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < N
-    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
-)";
-
-std::vector<ArgSpec> add_signature(DType d) {
-  return {{ArgSpec::Kind::kTensorIn, d, "x"},
-          {ArgSpec::Kind::kTensorIn, d, "y"},
-          {ArgSpec::Kind::kTensorOut, d, "out"},
-          {ArgSpec::Kind::kInt64, DType::kI64, "N"}};
-}
+std::vector<ArgSpec> add_signature(DType d) { return testing::triton_add_signature(d); }
 
 CompileRequest add_request(std::string source = kAddKernel) {
   CompileRequest r;

@@ -20,20 +20,10 @@
 #include "shared/target_spec.h"
 #include "tests/support/cheat_cases.h"
 #include "tests/support/test_env.h"
+#include "tests/support/triton_add_kernel.h"
 
 namespace kiln {
 namespace {
-
-constexpr const char* kAdd = R"(import triton
-import triton.language as tl
-
-
-@triton.jit
-def add(x, y, out, N, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < N
-    tl.store(out + offs, tl.load(x + offs, mask=m) + tl.load(y + offs, mask=m), mask=m)
-)";
 
 class TritonGpu : public ::testing::Test {
  protected:
@@ -63,13 +53,10 @@ eval::LaunchGeometry blocks_of(uint32_t blocks, uint32_t threads) {
 
 TEST_F(TritonGpu, ATritonBinaryLaunchesWithItsHiddenArgumentsAndOnlyWithItsWarps) {
   eval::CompileRequest req;
-  req.source = kAdd;
+  req.source = testing::kTritonAddKernel;
   req.kernel_name = "add";
   req.arch = arch_;
-  req.signature = {{eval::ArgSpec::Kind::kTensorIn, DType::kF32, "x"},
-                   {eval::ArgSpec::Kind::kTensorIn, DType::kF32, "y"},
-                   {eval::ArgSpec::Kind::kTensorOut, DType::kF32, "out"},
-                   {eval::ArgSpec::Kind::kInt64, DType::kI64, "N"}};
+  req.signature = testing::triton_add_signature(DType::kF32);
   req.defines = {{"BLOCK", "1024"}, {"num_warps", "8"}};
   eval::CompileOutput out = compiler_->compile(req);
   ASSERT_TRUE(out.ok) << out.log;
