@@ -157,8 +157,15 @@ void Engine::track(Pending p) {
   pending_[task_id] = std::move(p);
 }
 
-proto::EvaluateTask Engine::task_for(const TargetSearch& st, const std::string& task_id, const std::string& id,
-                                     const std::string& source, const Params& params) const {
+bool Engine::runs_seed_kernel(TaskKind kind, const std::string& op) {
+  // Every child is a configuration of the template (agents' candidates too: fits_template), so
+  // the seed's kernel runs only for the seed and its re-times.
+  return kind == TaskKind::kSeed || (kind == TaskKind::kRetime && op == "seed");
+}
+
+proto::EvaluateTask Engine::task_for(const TargetSearch& st, const std::string& task_id,
+                                     const std::string& id, const std::string& source,
+                                     const Params& params, bool seed_kernel) const {
   proto::EvaluateTask task;
   task.task_id = task_id;
   task.candidate_id = id;
@@ -167,15 +174,10 @@ proto::EvaluateTask Engine::task_for(const TargetSearch& st, const std::string& 
   task.gpu_model = st.gpu_model;
   if (!st.shape.empty()) task.shape = st.bench;
   task.spec_hash = st.spec.spec_hash;
-  // Template configurations (and children of them) carry the template's parameters; the seed and
-  // its rewrites carry none, or only the seed's own defines. The evaluator takes the kernel's
-  // entry point and geometry from the kind it is told.
-  bool from_template = false;
-  if (st.backend && st.backend->tunable) {
-    for (const auto& [name, values] : st.backend->tunable->space)
-      from_template |= params.count(name) > 0;
-  }
-  task.kind = std::string(from_template ? proto::kKindTemplate : proto::kKindSeed);
+  // The kind names the kernel (entry point, launch geometry) the evaluator builds the source as.
+  // It is never read off the parameters: a seed's defines may be template parameter names too
+  // (a Triton seed's BLOCK and num_warps).
+  task.kind = std::string(seed_kernel ? proto::kKindSeed : proto::kKindTemplate);
   task.source = source;
   task.params = params;
   task.dtypes = {std::string(dtype_name(st.dtype))};
@@ -186,7 +188,9 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
                       const std::string& id) {
   TargetSearch& st = *targets_[t];
   const uint64_t seq = ++task_seq_;
-  p.task = task_for(st, "t" + std::to_string(seq) + "-" + id.substr(0, 16), id, source, params);
+  const Individual& subject = p.kind == TaskKind::kRetime ? p.parent : p.child;
+  p.task = task_for(st, "t" + std::to_string(seq) + "-" + id.substr(0, 16), id, source, params,
+                    runs_seed_kernel(p.kind, subject.op));
   proto::EvaluateTask& task = p.task;
   // A new best is profiled at its re-time: its bottleneck class guides the children it gets.
   task.profile = p.kind == TaskKind::kRetime && options_.profile_new_bests;
@@ -196,7 +200,6 @@ Status Engine::submit(size_t t, Pending p, const std::string& source, const Para
   p.source = source;
   if (store_) {
     // Logged before it is sent: a coordinator that dies in between finds it on resume.
-    const Individual& subject = p.kind == TaskKind::kRetime ? p.parent : p.child;
     SubmitEvent e;
     e.seq = seq;
     e.target = st.spec.name;

@@ -225,9 +225,14 @@ class Engine {
   Status on_result(const proto::EvaluationResult& r);
   void ask_agent(size_t t, const Individual& parent, const Individual* second, uint32_t island);
   Status on_proposal(const proto::Proposal& proposal);
-  // The evaluation task of candidate `id` of `st` (without the profiling flag, which is per kind).
-  proto::EvaluateTask task_for(const TargetSearch& st, const std::string& task_id, const std::string& id,
-                               const std::string& source, const Params& params) const;
+  // Whether a task of this kind, for a candidate made by operator `op`, runs the seed's kernel
+  // (else the template's).
+  static bool runs_seed_kernel(TaskKind kind, const std::string& op);
+  // The evaluation task of candidate `id` of `st` (without the profiling flag, which is per kind):
+  // the seed's kernel or the template's.
+  proto::EvaluateTask task_for(const TargetSearch& st, const std::string& task_id,
+                               const std::string& id, const std::string& source,
+                               const Params& params, bool seed_kernel) const;
   // Logs (with a store) and sends the task of candidate `id`; `p` carries kind, parent and child.
   Status submit(size_t t, Pending p, const std::string& source,
                 const std::map<std::string, std::string>& params, const std::string& id);

@@ -161,7 +161,7 @@ Status Engine::replay_submit(const SubmitEvent& e) {
   p.target = *t;
   p.kind = e.kind;
   p.source = source;
-  p.task = task_for(st, e.task, e.candidate, source, e.params);
+  p.task = task_for(st, e.task, e.candidate, source, e.params, runs_seed_kernel(e.kind, e.op));
   p.model = e.model;
   Individual subject;
   subject.id = e.candidate;
