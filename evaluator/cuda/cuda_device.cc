@@ -121,12 +121,12 @@ Result<eval::KernelHandle> CudaDevice::load(const std::string& binary,
   if (binary.empty()) return invalid_argument("load: empty binary");
   Kernel kernel;
   kernel.name = kernel_name;
-  const std::string* image = &binary;
-  eval::TritonKernel triton;
-  if (eval::is_triton_binary(binary)) {
+  if (!eval::is_triton_binary(binary)) {
+    KILN_RETURN_IF_ERROR(load_image(binary, kernel));
+  } else {
     Result<eval::TritonKernel> decoded = eval::decode_triton_binary(binary);
     if (!decoded.is_ok()) return decoded.status().with_context("load");
-    triton = std::move(decoded).value();
+    const eval::TritonKernel& triton = *decoded;
     if (triton.num_warps < 1 || triton.num_warps > 32) {
       return invalid_argument("load: a Triton kernel of " + std::to_string(triton.num_warps) +
                               " warps");
@@ -135,10 +135,44 @@ Result<eval::KernelHandle> CudaDevice::load(const std::string& binary,
     kernel.hidden_args = triton.hidden_args;
     kernel.threads = 32 * triton.num_warps;
     kernel.min_shared_bytes = triton.shared_bytes;
-    image = &triton.cubin;
+    KILN_RETURN_IF_ERROR(load_image(triton.cubin, kernel));
+    if (kernel.hidden_args > kernel.param_bytes.size()) {
+      return invalid_argument("load: the Triton kernel '" + kernel.name + "' has " +
+                              std::to_string(kernel.param_bytes.size()) +
+                              " parameters, fewer than the " + std::to_string(kernel.hidden_args) +
+                              " hidden ones it names");
+    }
+    if (triton.divisible) {
+      auto d = std::make_unique<Kernel>();
+      d->name = triton.divisible->name;
+      d->hidden_args = kernel.hidden_args;
+      d->threads = kernel.threads;
+      d->min_shared_bytes = triton.divisible->shared_bytes;
+      KILN_RETURN_IF_ERROR(load_image(triton.divisible->cubin, *d));
+      if (d->param_bytes != kernel.param_bytes) {
+        return invalid_argument("load: the Triton kernel '" + kernel.name +
+                                "' and its divisible variant take different parameters");
+      }
+      const size_t visible = kernel.param_bytes.size() - kernel.hidden_args;
+      for (unsigned i : triton.divisible->args) {
+        if (i >= visible || (kernel.param_bytes[i] != 4 && kernel.param_bytes[i] != 8)) {
+          return invalid_argument("load: the divisible variant of '" + kernel.name +
+                                  "' names parameter " + std::to_string(i) +
+                                  ", which is not a visible pointer or integer");
+        }
+      }
+      kernel.divisible = std::move(d);
+      kernel.divisible_args = triton.divisible->args;
+    }
   }
+  eval::KernelHandle handle = next_kernel_++;
+  kernels_.emplace(handle, std::move(kernel));
+  return handle;
+}
+
+Status CudaDevice::load_image(const std::string& image, Kernel& kernel) {
   CUmodule module = nullptr;
-  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuModuleLoadData, &module, image->data()));
+  KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuModuleLoadData, &module, image.data()));
   kernel.module = ModuleHandle(api_, module);
   if (Status s = KILN_DEVICE_CU(cuModuleGetFunction, &kernel.function, module, kernel.name.c_str());
       !s.is_ok()) {
@@ -153,21 +187,16 @@ Result<eval::KernelHandle> CudaDevice::load(const std::string& binary,
     KILN_RETURN_IF_ERROR(note(result, "cuFuncGetParamInfo", __FILE__, __LINE__));
     kernel.param_bytes.push_back(bytes);
   }
-  if (kernel.hidden_args > kernel.param_bytes.size()) {
-    return invalid_argument("load: the Triton kernel '" + kernel.name + "' has " +
-                            std::to_string(kernel.param_bytes.size()) + " parameters, fewer than " +
-                            "the " + std::to_string(kernel.hidden_args) + " hidden ones it names");
-  }
-  eval::KernelHandle handle = next_kernel_++;
-  kernels_.emplace(handle, std::move(kernel));
-  return handle;
+  return Status::ok();
 }
 
 Status CudaDevice::unload(eval::KernelHandle kernel) {
   KILN_RETURN_IF_ERROR(enter());
   KILN_ASSIGN_OR_RETURN(Kernel * k, find(kernel));
   CUmodule module = k->module.release();
+  CUmodule divisible = k->divisible ? k->divisible->module.release() : nullptr;
   kernels_.erase(kernel);
+  if (divisible) KILN_RETURN_IF_ERROR(KILN_DEVICE_CU(cuModuleUnload, divisible));
   return KILN_DEVICE_CU(cuModuleUnload, module);
 }
 
@@ -223,6 +252,21 @@ Status CudaDevice::fill(void* dst, unsigned char byte, size_t bytes) {
 
 Status CudaDevice::enqueue_launch(Kernel& kernel, const eval::LaunchGeometry& geometry,
                                   const std::vector<eval::KernelArg>& args) {
+  if (kernel.divisible) {
+    // Triton's divisible variant where every argument it assumes a multiple of 16 is one (an
+    // address or an integer, read as the unsigned value of its bytes).
+    bool multiples = true;
+    for (unsigned i : kernel.divisible_args) {
+      if (i >= args.size() || (args[i].size != 4 && args[i].size != 8)) {
+        multiples = false;
+        break;
+      }
+      uint64_t v = 0;
+      std::memcpy(&v, args[i].bytes, args[i].size);  // little-endian: the low bytes first
+      multiples = multiples && v % 16 == 0;
+    }
+    if (multiples) return enqueue_launch(*kernel.divisible, geometry, args);
+  }
   // The driver reads each parameter's size from the cubin, not from us: a mismatched argument
   // list would make it read past our values. Reject it here instead. A Triton kernel's hidden
   // trailing parameters (its scratch pointers) are not the caller's: they go as null.

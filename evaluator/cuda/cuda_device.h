@@ -108,6 +108,10 @@ class CudaDevice final : public eval::Device {
     size_t hidden_args = 0;
     uint32_t threads = 0;
     uint32_t min_shared_bytes = 0;
+    // A Triton kernel's variant compiled for arguments that are multiples of 16, and which
+    // parameters those are: a launch whose every such argument is one runs it instead.
+    std::unique_ptr<Kernel> divisible;
+    std::vector<unsigned> divisible_args;
   };
 
   CudaDevice(const DriverApi& api, int ordinal);
@@ -117,6 +121,9 @@ class CudaDevice final : public eval::Device {
   // The device's wrapper of DriverApi::check: remembers sticky errors in poison_.
   Status note(CUresult result, const char* call, const char* file, int line);
   Result<Kernel*> find(eval::KernelHandle kernel);
+  // Loads `image` (a cubin, PTX or fatbin) as kernel.module and finds kernel.name and its
+  // parameters in it.
+  Status load_image(const std::string& image, Kernel& kernel);
   Status enqueue_launch(Kernel& kernel, const eval::LaunchGeometry& geometry,
                         const std::vector<eval::KernelArg>& args);
 

@@ -9,7 +9,12 @@
 #             "arch": "sm_90a", "cache_dir": the folder for Triton's own cache}
 #   response {"ok": true, "name": entry point (the cubin goes to CUBIN), "shared": dynamic
 #             shared bytes, "num_warps": N, "hidden_args": trailing pointer parameters Triton
-#             added (passed as null), "ptx": Triton's PTX (kiln scans it), "triton_version": "3.6.0"}
+#             added (passed as null), "ptx": Triton's PTX (kiln scans it), "triton_version": "3.6.0",
+#             "divisible": {"args": [indices of the pointer and integer parameters], "name",
+#             "shared", "ptx"} when there are any: a second compile (its cubin goes to
+#             CUBIN.divisible) told that every one of them is a multiple of 16, as Triton's own
+#             launcher specializes, so that masked loads along such dims are vectorized; kiln
+#             launches it where every such argument is}
 #         or {"ok": false, "rejected": true when refused for what kiln cannot launch, "log": why}
 #
 # The source was scanned by kiln before it gets here (only triton, triton.language and math may be
@@ -103,15 +108,51 @@ def main():
         for c in constexprs:
             signature[c] = "constexpr"
         values = {c: constants[c] for c in constexprs if c in constants}
+        target = GPUTarget("cuda", int(m.group(1)), 32)
+        options = {"num_warps": int(req.get("num_warps", 4)),
+                   "num_stages": int(req.get("num_stages", 3))}
         try:
-            src = ASTSource(fn=fn, signature=signature, constexprs=values)
-            compiled = triton.compile(
-                src, target=GPUTarget("cuda", int(m.group(1)), 32),
-                options={"num_warps": int(req.get("num_warps", 4)),
-                         "num_stages": int(req.get("num_stages", 3))})
+            compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=values),
+                                      target=target, options=options)
         except Exception as e:
             return fail(out, "Triton could not compile '%s':\n%s"
                         % (req["kernel"], "".join(traceback.format_exception_only(type(e), e))))
+        # The divisible variant: every pointer and integer runtime parameter a multiple of 16
+        # (attrs are keyed by the parameter's position among all of the function's parameters).
+        divisible = [i for i, t in enumerate(args) if t.startswith("*") or re.fullmatch(r"[iu]\d+", t)]
+        position = {p.name: k for k, p in enumerate(fn.params)}
+        attrs = {(position[runtime[i]],): [["tt.divisibility", 16]] for i in divisible}
+        aligned = None
+        if divisible:
+            try:
+                aligned = triton.compile(
+                    ASTSource(fn=fn, signature=signature, constexprs=values, attrs=attrs),
+                    target=target, options=options)
+            except Exception as e:
+                return fail(out, "Triton could not compile '%s' for arguments that are multiples "
+                                 "of 16:\n%s" % (req["kernel"], "".join(
+                                     traceback.format_exception_only(type(e), e))))
+    answer = {"ok": True, "triton_version": triton.__version__}
+    for variant, path, into in ((compiled, cubin_path, answer), (aligned, cubin_path + ".divisible", None)):
+        if variant is None:
+            continue
+        meta = launch_metadata(out, variant, len(runtime))
+        if meta is None:
+            return 0
+        if into is None:
+            meta["args"] = divisible
+            answer["divisible"] = meta
+        else:
+            answer.update(meta)
+        with open(path, "wb") as f:
+            f.write(variant.asm["cubin"])
+    respond(out, answer)
+    return 0
+
+
+def launch_metadata(out, compiled, runtime_params):
+    """The launch metadata kiln needs of one compiled variant, or None after refusing it (with
+    the reason written to `out`)."""
     md = compiled.metadata._asdict()
     refusals = []
     if md.get("num_ctas", 1) != 1:
@@ -126,21 +167,20 @@ def main():
         if md.get(scratch, 0):
             refusals.append("%s bytes of %s per program" % (md[scratch], scratch))
     if refusals:
-        return fail(out, "kiln's triton backend cannot launch this kernel yet: it needs " +
-                    "; ".join(refusals), rejected=True)
+        fail(out, "kiln's triton backend cannot launch this kernel yet: it needs " +
+             "; ".join(refusals), rejected=True)
+        return None
     ptx = compiled.asm.get("ptx", "")
     entry = re.search(r"\.entry\s+%s\s*\((.*?)\)" % re.escape(md["name"]), ptx, re.S)
     if not entry:
-        return fail(out, "compile worker: no entry point '%s' in Triton's PTX" % md["name"])
-    hidden = entry.group(1).count(".param") - len(runtime)
+        fail(out, "compile worker: no entry point '%s' in Triton's PTX" % md["name"])
+        return None
+    hidden = entry.group(1).count(".param") - runtime_params
     if hidden < 0:
-        return fail(out, "compile worker: the PTX entry takes fewer parameters than the kernel")
-    with open(cubin_path, "wb") as f:
-        f.write(compiled.asm["cubin"])
-    respond(out, {"ok": True, "name": md["name"], "shared": int(md.get("shared", 0)),
-                  "num_warps": int(md["num_warps"]), "hidden_args": hidden, "ptx": ptx,
-                  "triton_version": triton.__version__})
-    return 0
+        fail(out, "compile worker: the PTX entry takes fewer parameters than the kernel")
+        return None
+    return {"name": md["name"], "shared": int(md.get("shared", 0)),
+            "num_warps": int(md["num_warps"]), "hidden_args": hidden, "ptx": ptx}
 
 
 if __name__ == "__main__":

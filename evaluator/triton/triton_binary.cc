@@ -5,17 +5,25 @@
 
 namespace kiln::eval {
 namespace {
-constexpr std::string_view kMagic = "kiln-triton-cubin 1\n";
+constexpr std::string_view kMagic = "kiln-triton-cubin 2\n";
 }  // namespace
 
 std::string encode_triton_binary(const TritonKernel& k) {
-  const nlohmann::json meta = {{"name", k.name},
-                               {"shared_bytes", k.shared_bytes},
-                               {"num_warps", k.num_warps},
-                               {"hidden_args", k.hidden_args},
-                               {"triton_version", k.triton_version},
-                               {"cubin_bytes", k.cubin.size()}};
-  return std::string(kMagic) + meta.dump() + "\n" + k.cubin;
+  nlohmann::json meta = {{"name", k.name},
+                         {"shared_bytes", k.shared_bytes},
+                         {"num_warps", k.num_warps},
+                         {"hidden_args", k.hidden_args},
+                         {"triton_version", k.triton_version},
+                         {"cubin_bytes", k.cubin.size()}};
+  std::string tail;
+  if (k.divisible) {
+    meta["divisible"] = {{"name", k.divisible->name},
+                         {"shared_bytes", k.divisible->shared_bytes},
+                         {"args", k.divisible->args},
+                         {"cubin_bytes", k.divisible->cubin.size()}};
+    tail = k.divisible->cubin;
+  }
+  return std::string(kMagic) + meta.dump() + "\n" + k.cubin + tail;
 }
 
 bool is_triton_binary(const std::string& binary) {
@@ -36,10 +44,25 @@ Result<TritonKernel> decode_triton_binary(const std::string& binary) {
     k.num_warps = meta.at("num_warps").get<unsigned>();
     k.hidden_args = meta.at("hidden_args").get<unsigned>();
     k.triton_version = meta.at("triton_version").get<std::string>();
-    k.cubin = binary.substr(nl + 1);
-    if (meta.at("cubin_bytes").get<size_t>() != k.cubin.size()) {
-      return invalid_argument("triton binary: the cubin is cut short");
+    const size_t bytes = meta.at("cubin_bytes").get<size_t>();
+    size_t divisible_bytes = 0;
+    if (meta.contains("divisible")) {
+      const nlohmann::json& d = meta.at("divisible");
+      TritonDivisible v;
+      v.name = d.at("name").get<std::string>();
+      v.shared_bytes = d.at("shared_bytes").get<unsigned>();
+      v.args = d.at("args").get<std::vector<unsigned>>();
+      divisible_bytes = d.at("cubin_bytes").get<size_t>();
+      if (v.name.empty() || divisible_bytes == 0) {
+        return invalid_argument("triton binary: the divisible variant has no entry point or cubin");
+      }
+      k.divisible = std::move(v);
     }
+    if (binary.size() - (nl + 1) != bytes + divisible_bytes) {
+      return invalid_argument("triton binary: the cubins are cut short (or run on)");
+    }
+    k.cubin = binary.substr(nl + 1, bytes);
+    if (k.divisible) k.divisible->cubin = binary.substr(nl + 1 + bytes);
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("triton binary: metadata: ") + e.what());
   }

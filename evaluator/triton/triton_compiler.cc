@@ -169,9 +169,14 @@ CompileOutput TritonCompiler::compile(const CompileRequest& request) {
     if (!run->output.empty()) log += "\n" + run->output;
     return failed(std::move(log), key, resp.value("rejected", false));
   }
-  const std::vector<ScanFinding> ptx_findings = scan_ptx(resp.value("ptx", ""), kModuleFile);
-  if (!ptx_findings.empty()) {
-    return failed(refusal_log("scan of Triton's PTX", ptx_findings), key, true);
+  const nlohmann::json divisible = resp.value("divisible", nlohmann::json());
+  for (const std::string& ptx :
+       {resp.value("ptx", std::string()),
+        divisible.is_object() ? divisible.value("ptx", std::string()) : std::string()}) {
+    const std::vector<ScanFinding> ptx_findings = scan_ptx(ptx, kModuleFile);
+    if (!ptx_findings.empty()) {
+      return failed(refusal_log("scan of Triton's PTX", ptx_findings), key, true);
+    }
   }
   Result<std::string> cubin = read_file(cubin_file);
   if (!cubin.is_ok() || cubin->empty()) {
@@ -184,6 +189,24 @@ CompileOutput TritonCompiler::compile(const CompileRequest& request) {
   k.num_warps = resp.value("num_warps", 0u);
   k.hidden_args = resp.value("hidden_args", 0u);
   k.triton_version = resp.value("triton_version", "");
+  if (divisible.is_object()) {
+    Result<std::string> bytes = read_file(cubin_file + ".divisible");
+    if (!bytes.is_ok() || bytes->empty()) {
+      return failed("kiln: the Triton compile worker wrote no cubin for the divisible variant");
+    }
+    if (divisible.value("num_warps", 0u) != k.num_warps ||
+        divisible.value("hidden_args", 0u) != k.hidden_args) {
+      return failed(
+          "kiln: Triton compiled the divisible variant with other warps or hidden "
+          "parameters than the kernel");
+    }
+    TritonDivisible d;
+    d.cubin = std::move(bytes).value();
+    d.name = divisible.value("name", "");
+    d.shared_bytes = divisible.value("shared", 0u);
+    d.args = divisible.value("args", std::vector<unsigned>());
+    k.divisible = std::move(d);
+  }
   CompileOutput out;
   out.ok = true;
   out.binary = encode_triton_binary(k);

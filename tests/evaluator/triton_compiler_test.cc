@@ -18,7 +18,9 @@
 
 #include "cli/sweep.h"
 #include "evaluator/evaluation.h"
+#include "evaluator/scratch_dir.h"
 #include "evaluator/triton/triton_binary.h"
+#include "shared/process.h"
 #include "shared/target_spec.h"
 #include "tests/support/test_env.h"
 #include "tests/support/triton_add_kernel.h"
@@ -141,6 +143,44 @@ TEST_F(TritonCompilerTest, TheCacheKeyFollowsTheSettingsAndTheTritonVersion) {
   EXPECT_EQ(oa.cache_key, compiler_->compile(a).cache_key);
 }
 
+// Triton's own launcher compiles a kernel for arguments that are multiples of 16; so does kiln, as
+// a second cubin in the binary. The add kernel's fp16 loads: one element per load where N may be
+// anything (the mask is per element), 16 bytes per load where N and the addresses are multiples
+// of 16. Read in the SASS by the cuobjdump that Triton's package carries.
+TEST_F(TritonCompilerTest, CompilesAVariantForArgumentsThatAreMultiplesOf16WithWideLoads) {
+  CompileOutput out = compiler_->compile(add_request());
+  ASSERT_TRUE(out.ok) << out.log;
+  Result<TritonKernel> k = decode_triton_binary(out.binary);
+  ASSERT_TRUE(k.is_ok()) << k.status().to_string();
+  ASSERT_TRUE(k->divisible.has_value());
+  EXPECT_EQ(k->divisible->args, (std::vector<unsigned>{0, 1, 2, 3}))
+      << "x, y and out (addresses) and N (an integer)";
+  EXPECT_EQ(k->divisible->name, k->name);
+  EXPECT_NE(k->divisible->cubin, k->cubin);
+
+  Result<ProcessResult> where = run_process(
+      {compiler_->python(), "-c",
+       "import os, triton; print(os.path.join(os.path.dirname(triton.__file__), 'backends', "
+       "'nvidia', 'bin', 'cuobjdump'), end='')"},
+      std::chrono::seconds(60));
+  ASSERT_TRUE(where.is_ok() && where->exit_code == 0) << (where.is_ok() ? where->output : "");
+  if (!std::filesystem::exists(where->output)) GTEST_SKIP() << "no cuobjdump in Triton's package";
+  testing::TempDir dir;
+  auto sass = [&](const std::string& cubin, const std::string& name) {
+    const std::string path = dir.file(name + ".cubin");
+    EXPECT_TRUE(write_file(path, cubin).is_ok());
+    Result<ProcessResult> r =
+        run_process({where->output, "--dump-sass", path}, std::chrono::seconds(60));
+    EXPECT_TRUE(r.is_ok() && r->exit_code == 0) << (r.is_ok() ? r->output : "");
+    return r.is_ok() ? r->output : std::string();
+  };
+  const std::string generic = sass(k->cubin, "generic"),
+                    divisible = sass(k->divisible->cubin, "divisible");
+  EXPECT_NE(generic.find("LDG.E.U16"), std::string::npos) << generic;
+  EXPECT_EQ(generic.find("LDG.E.128"), std::string::npos) << generic;
+  EXPECT_NE(divisible.find("LDG.E.128"), std::string::npos) << divisible;
+}
+
 TEST(TritonCompilerCreate, SaysHowToGetTritonWhenThePythonHasNone) {
   TritonCompilerOptions o;
   o.python = "/nonexistent/python3";
@@ -158,6 +198,9 @@ TEST(TritonBinary, RoundTripsAndRefusesWhatIsCutShort) {
   k.num_warps = 8;
   k.hidden_args = 2;
   k.triton_version = "3.6.0";
+  const std::string without = encode_triton_binary(k);
+  k.divisible =
+      TritonDivisible{std::string(1, '\x7f') + "ELF" + std::string(5, '\1'), "add", 2048, {0, 3}};
   const std::string b = encode_triton_binary(k);
   EXPECT_TRUE(is_triton_binary(b));
   Result<TritonKernel> back = decode_triton_binary(b);
@@ -167,7 +210,17 @@ TEST(TritonBinary, RoundTripsAndRefusesWhatIsCutShort) {
   EXPECT_EQ(back->shared_bytes, 1024u);
   EXPECT_EQ(back->num_warps, 8u);
   EXPECT_EQ(back->hidden_args, 2u);
+  ASSERT_TRUE(back->divisible.has_value());
+  EXPECT_EQ(back->divisible->cubin, k.divisible->cubin);
+  EXPECT_EQ(back->divisible->name, "add");
+  EXPECT_EQ(back->divisible->shared_bytes, 2048u);
+  EXPECT_EQ(back->divisible->args, (std::vector<unsigned>{0, 3}));
+  Result<TritonKernel> plain = decode_triton_binary(without);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_FALSE(plain->divisible.has_value());
+  EXPECT_EQ(plain->cubin, k.cubin);
   EXPECT_FALSE(decode_triton_binary(b.substr(0, b.size() - 1)).is_ok());
+  EXPECT_FALSE(decode_triton_binary(b + "x").is_ok());
   EXPECT_FALSE(decode_triton_binary(k.cubin).is_ok());
   EXPECT_FALSE(is_triton_binary(k.cubin));
 }

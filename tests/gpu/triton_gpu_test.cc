@@ -7,6 +7,7 @@
 
 #ifdef KILN_HAVE_CUDA
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -98,6 +99,27 @@ TEST_F(TritonGpu, ATritonBinaryLaunchesWithItsHiddenArgumentsAndOnlyWithItsWarps
   ASSERT_TRUE(d.synchronize().is_ok());
   ASSERT_TRUE(d.copy_to_host(z.data(), dz, n * 4).is_ok());
   for (long long i = 0; i < n; ++i) ASSERT_EQ(z[i], 1.5f * static_cast<float>(i)) << i;
+
+  // The binary holds a variant for arguments that are multiples of 16: N = 4096 with aligned
+  // buffers runs it (16-byte loads); the same N with x one element past an aligned address must
+  // not (a 16-byte load there is a misaligned access, a sticky error): the generic cubin runs.
+  ASSERT_TRUE(eval::decode_triton_binary(out.binary)->divisible.has_value());
+  const long long n16 = 4096;
+  for (int shift : {0, 1}) {
+    SCOPED_TRACE("x shifted by " + std::to_string(shift) + " element(s)");
+    ASSERT_TRUE(d.fill(dz, 0xFF, n * 4).is_ok());
+    void* x_at = static_cast<float*>(dx) + shift;
+    const std::vector<eval::KernelArg> aligned = {
+        eval::KernelArg::pointer(x_at), eval::KernelArg::pointer(dy), eval::KernelArg::pointer(dz),
+        eval::KernelArg::int64(n16)};
+    ASSERT_TRUE(d.launch(*k, blocks_of(n16 / 1024, 256), aligned).is_ok());
+    ASSERT_TRUE(d.synchronize().is_ok());
+    ASSERT_TRUE(d.copy_to_host(z.data(), dz, n * 4).is_ok());
+    for (long long i = 0; i < n16; ++i) {
+      ASSERT_EQ(z[i], static_cast<float>(i + shift) + 0.5f * static_cast<float>(i)) << i;
+    }
+    for (long long i = n16; i < n; ++i) ASSERT_TRUE(std::isnan(z[i])) << i << ": past N";
+  }
   EXPECT_TRUE(d.unload(*k).is_ok());
 }
 
