@@ -119,6 +119,16 @@ Result<exporter::ExportCandidate> find_candidate(const ExportArgs& a) {
 Result<std::vector<exporter::ExportFile>> render(const exporter::ExportCandidate& c,
                                                  const std::string& format) {
   const std::string note = exporter::header_note(c, format);
+  if (c.backend == "triton") {
+    // Every format writes C++ or CUDA launchers around a C++ source; a Triton kernel is Python.
+    return invalid_argument(
+        "'" + c.target.name +
+        "' was searched on the triton backend, and kiln export does not "
+        "write Triton kernels yet (its formats build C++ and CUDA sources). The verified kernel "
+        "is the 'source' of its best/<target>.json in the run's output folder, launched with that "
+        "file's 'params' (constexprs, num_warps, num_stages), 'grid' and 'block' (block = 32 x "
+        "num_warps threads)");
+  }
   if (format == "cuda" || format == "cpp") {
     if ((format == "cuda") != (c.backend == "cuda")) {
       return invalid_argument("--format " + format + " is for kernels of the " +

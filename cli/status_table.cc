@@ -59,7 +59,9 @@ void print_winners(const std::vector<coordinator::TargetReport>& reports,
   for (const auto& r : reports) {
     if (r.best_id.empty()) continue;
     if (!any)
-      std::fprintf(to, "\nwinning configurations (export one with the command below it):\n");
+      std::fprintf(to, backend == "triton" ? "\nwinning configurations:\n"
+                                           : "\nwinning configurations (export one with the "
+                                             "command below it):\n");
     any = true;
     std::fprintf(to, "  %s: %s, candidate %s\n", table_label(r).c_str(), r.best_label.c_str(),
                  r.best_id.substr(0, 12).c_str());
@@ -71,11 +73,15 @@ void print_winners(const std::vector<coordinator::TargetReport>& reports,
       }
       continue;
     }
+    if (backend == "triton") {
+      // kiln export writes C++ and CUDA launchers; a Triton kernel is its Python source.
+      std::fprintf(to, "    its source, params and grid: best/%s.json in the output folder\n",
+                   coordinator::unit_key(r.target, r.gpu_model, r.shape).c_str());
+      continue;
+    }
     std::string cmd = "kiln export " + r.target + " " + run_option;
     if (!r.gpu_model.empty()) cmd += " --gpu-model " + shell_quote(r.gpu_model);
-    const char* formats = backend == "cpu"    ? "cpp|torch"
-                          : backend == "cuda" ? "cuda|torch|kernelbench"
-                                              : "cuda|cpp|torch";
+    const char* formats = backend == "cpu" ? "cpp|torch" : "cuda|torch|kernelbench";
     std::fprintf(to, "    %s --format %s\n", cmd.c_str(), formats);
   }
 }
