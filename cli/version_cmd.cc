@@ -1,15 +1,19 @@
-// `kiln version`: kiln's build, then the CUDA driver, NVRTC and GPUs found at run time.
+// `kiln version`: kiln's build, then the CUDA driver, NVRTC, GPUs and Triton found at run time.
 #include "cli/version_cmd.h"
 
 #include <nlohmann/json.hpp>
 
-#include "shared/build_info.h"
 #include "evaluator/cuda/cuda_probe.h"
+#include "evaluator/triton/triton_compiler.h"
+#include "shared/build_info.h"
 
 namespace kiln::cli {
 
 std::string version_report(bool json) {
   cuda::CudaProbe p = cuda::probe_cuda();
+  // The triton backend's compiler: its Triton version and kiln's compile worker, which a farm's
+  // triton evaluators must share (the coordinator refuses one whose toolchain differs).
+  Result<std::unique_ptr<eval::TritonCompiler>> triton = eval::TritonCompiler::create();
   if (json) {
     nlohmann::json j;
     j["version"] = KILN_VERSION;
@@ -31,6 +35,14 @@ std::string version_report(bool json) {
     for (const auto& g : p.gpus) {
       j["gpus"].push_back({{"ordinal", g.ordinal}, {"name", g.name}, {"arch", g.arch()},
                            {"sms", g.sm_count}});
+    }
+    if (triton.is_ok()) {
+      j["triton"] = (*triton)->triton_version();
+      j["triton_toolchain"] = (*triton)->toolchain_version();
+      j["triton_python"] = (*triton)->python();
+    } else {
+      j["triton"] = nullptr;
+      j["triton_error"] = triton.status().message();
     }
     return j.dump() + "\n";
   }
@@ -57,6 +69,12 @@ std::string version_report(bool json) {
   for (const auto& g : p.gpus) {
     out += "GPU " + std::to_string(g.ordinal) + ": " + g.name + ", " + g.arch() + ", " +
            std::to_string(g.sm_count) + " SMs\n";
+  }
+  if (triton.is_ok()) {
+    out += "Triton: " + (*triton)->triton_version() + " (" + (*triton)->python() +
+           "; toolchain: " + (*triton)->toolchain_version() + ")\n";
+  } else {
+    out += "Triton: none (" + triton.status().message() + ")\n";
   }
   return out;
 }

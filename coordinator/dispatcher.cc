@@ -299,6 +299,22 @@ void Dispatcher::on_worker_fault(Flight f, const proto::EvaluationResult& result
   put_back(std::move(f.task));
 }
 
+std::string Dispatcher::toolchain_mismatch(const proto::Hello& hello) {
+  // Triton's cubins depend on its version and on kiln's compile worker: a candidate id names one
+  // kernel only while every evaluator of the run compiles it alike. The first triton evaluator
+  // sets the run's toolchain (per coordinator process).
+  if (hello.role != proto::kRoleEvaluator || hello.toolchain.empty() ||
+      std::find(hello.backends.begin(), hello.backends.end(), "triton") == hello.backends.end()) {
+    return "";
+  }
+  auto [it, first] = toolchains_.emplace("triton", hello.toolchain);
+  if (first || it->second == hello.toolchain) return "";
+  return "it compiles Triton kernels with " + log_safe(hello.toolchain, 80) +
+         ", and this run's triton evaluators with " + it->second +
+         ": the same candidate would be two kernels. Give it the same Triton (KILN_TRITON_PYTHON "
+         "naming a python that has that version; `kiln version` shows a node's) and the same kiln";
+}
+
 std::string Dispatcher::spec_mismatch(const proto::Hello& hello) const {
   if (hello.role != proto::kRoleEvaluator) return "";
   std::string problems;
@@ -321,7 +337,9 @@ std::string Dispatcher::spec_mismatch(const proto::Hello& hello) const {
 }
 
 void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, const std::string& key_name) {
-  if (std::string why = spec_mismatch(hello); !why.empty()) {
+  std::string why = spec_mismatch(hello);
+  if (why.empty()) why = toolchain_mismatch(hello);
+  if (!why.empty()) {
     ++stats_.refused_workers;
     spdlog::warn("refusing evaluator {} on {}: {}", log_safe(hello.worker_id), log_safe(hello.node),
                  why);

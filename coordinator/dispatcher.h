@@ -189,6 +189,9 @@ class Dispatcher {
   void on_hello(const std::string& peer, const proto::Hello& hello, const std::string& key_name);
   // Why an evaluator's targets differ from the run's (empty when they match or are not checked).
   std::string spec_mismatch(const proto::Hello& hello) const;
+  // Why a triton evaluator's toolchain cannot join the run's, or "" (the first one sets it).
+  std::string toolchain_mismatch(const proto::Hello& hello);
+  std::map<std::string, std::string> toolchains_;  // backend -> the run's toolchain
   // A result the lease holder marked worker_fault: the task goes to another evaluator.
   void on_worker_fault(Flight flight, const proto::EvaluationResult& result);
   // Gives up on a task with `reason` (its lease released); it stays in quarantined().

@@ -293,12 +293,12 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
     worker_thread.join();
   };
 
-  const proto::Hello hello =
-      net::evaluator_hello(options.worker_id, options.backend, options.capacity,
-                           !options.gpu_model.empty() ? options.gpu_model
-                           : options.backend == "cpu" ? ""
-                                                      : ceilings.device,
-                           ceilings.arch, target_hashes(options.targets_dir));
+  const proto::Hello hello = net::evaluator_hello(
+      options.worker_id, options.backend, options.capacity,
+      !options.gpu_model.empty() ? options.gpu_model
+      : options.backend == "cpu" ? ""
+                                 : ceilings.device,
+      ceilings.arch, target_hashes(options.targets_dir), toolchain->compiler().toolchain_version());
 
   uint32_t held = 0;  // tasks received and not yet answered
   auto announce = [&] {

@@ -69,6 +69,10 @@ struct Hello {
   // Evaluators: the spec hash (TargetSpec::spec_hash) of every target it can load, by name. The
   // coordinator refuses an evaluator whose copy of a run's target differs or is missing.
   std::map<std::string, std::string> spec_hashes;
+  // Evaluators: the compiler their candidates go through (Compiler::toolchain_version(), e.g.
+  // "triton 3.6.0, worker 1a2b3c4d5e6f"). The coordinator refuses a triton evaluator whose
+  // toolchain differs from the run's other triton evaluators'.
+  std::string toolchain;
   bool operator==(const Hello&) const = default;
 };
 

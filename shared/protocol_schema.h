@@ -31,6 +31,7 @@ void fields(V& v, Is<Hello> auto& m) {
   v("capacity", m.capacity, kOptional);
   v("version", m.version, kOptional);
   v("spec_hashes", m.spec_hashes, kOptional);
+  v("toolchain", m.toolchain, kOptional);
 }
 
 template <class V>

@@ -119,11 +119,13 @@ proto::Hello worker_hello(std::string_view role, const std::string& worker_id, s
 
 proto::Hello evaluator_hello(const std::string& worker_id, const std::string& backend,
                              uint32_t capacity, std::string gpu_model, std::string arch,
-                             std::map<std::string, std::string> spec_hashes) {
+                             std::map<std::string, std::string> spec_hashes,
+                             std::string toolchain) {
   proto::Hello hello = worker_hello(proto::kRoleEvaluator, worker_id, {backend}, capacity);
   hello.gpu_model = std::move(gpu_model);
   hello.arch = std::move(arch);
   hello.spec_hashes = std::move(spec_hashes);
+  hello.toolchain = std::move(toolchain);
   return hello;
 }
 

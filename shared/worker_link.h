@@ -78,9 +78,10 @@ proto::Hello worker_hello(std::string_view role, const std::string& worker_id, s
 // An evaluator's hello: worker_hello() plus its GPU model ("" on the cpu backend: the coordinator
 // keeps one population per model and routes a model's tasks only to its evaluators), its arch,
 // and the spec hash of every target it can load (the coordinator refuses an evaluator whose
-// targets differ from the run's).
+// targets differ from the run's), and its compiler's toolchain version.
 proto::Hello evaluator_hello(const std::string& worker_id, const std::string& backend,
                              uint32_t capacity, std::string gpu_model, std::string arch,
-                             std::map<std::string, std::string> spec_hashes);
+                             std::map<std::string, std::string> spec_hashes,
+                             std::string toolchain = "");
 
 }  // namespace kiln::net

@@ -66,6 +66,13 @@ Result<TritonKernel> decode_triton_binary(const std::string& binary) {
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("triton binary: metadata: ") + e.what());
   }
+  // The launch convention kiln implements (its hidden trailing scratch pointers, the metadata
+  // read above) is Triton 3's: a cubin of another major version is refused, not guessed at.
+  if (k.triton_version.rfind("3.", 0) != 0) {
+    return invalid_argument("triton binary: compiled by Triton '" + k.triton_version +
+                            "'; kiln launches the cubins of Triton 3.x (KILN_TRITON_PYTHON names "
+                            "the python whose Triton compiles them)");
+  }
   if (k.name.empty() || k.num_warps == 0 || k.num_warps > 32) {
     return invalid_argument("triton binary: an empty entry point or a warp count outside 1..32");
   }

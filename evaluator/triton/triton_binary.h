@@ -28,7 +28,7 @@ struct TritonKernel {
   unsigned shared_bytes = 0;   // dynamic shared memory the launch must give it
   unsigned num_warps = 4;      // threads per program = 32 * num_warps
   unsigned hidden_args = 0;    // trailing pointer parameters (Triton's scratch), passed as null
-  std::string triton_version;  // the compiling side's, checked against the launching side's
+  std::string triton_version;  // the compiling side's; decoding refuses one that is not 3.x
   std::optional<TritonDivisible> divisible;
 };
 

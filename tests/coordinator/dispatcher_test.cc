@@ -35,13 +35,15 @@ class FakeWorker {
  public:
   FakeWorker(zmq::context_t& ctx, const std::string& endpoint, const std::string& name,
              std::vector<std::string> backends = {"cpu"}, const std::string& gpu_model = "",
-             std::map<std::string, std::string> spec_hashes = {}, bool say_hello = true)
+             std::map<std::string, std::string> spec_hashes = {}, bool say_hello = true,
+             std::string toolchain = "")
       : name_(name), ids_(name) {
     auto d = net::DealerSocket::connect(ctx, endpoint, net::SocketOptions{});
     EXPECT_TRUE(d.is_ok()) << d.status().to_string();
     dealer_.emplace(std::move(d).value());
-    proto::Hello hello = net::evaluator_hello(name, backends.empty() ? "" : backends.front(), 1,
-                                              gpu_model, "cpu/test", std::move(spec_hashes));
+    proto::Hello hello =
+        net::evaluator_hello(name, backends.empty() ? "" : backends.front(), 1, gpu_model,
+                             "cpu/test", std::move(spec_hashes), std::move(toolchain));
     hello.backends = std::move(backends);
     if (say_hello) send(hello);
   }
@@ -499,6 +501,43 @@ TEST_F(DispatcherTest, AnEvaluatorWithOtherTargetSpecsIsRefused) {
   FakeWorker same(ctx_, dispatcher_->endpoint(), "same", {"cpu"}, "", {{"rmsnorm", "aaaa1111"}});
   same.send(proto::Credit{1});
   EXPECT_TRUE(receive_task(same).has_value());
+}
+
+// Triton cubins depend on the Triton version and kiln's compile worker: the first triton evaluator
+// sets the run's toolchain, and one that compiles with another is refused with what to do; one
+// with the same toolchain gets work; cpu evaluators' toolchains are not compared.
+TEST_F(DispatcherTest, ATritonEvaluatorWithAnotherTritonIsRefused) {
+  const std::string run = "triton 3.6.0, worker 0123456789ab";
+  FakeWorker first(ctx_, dispatcher_->endpoint(), "first", {"triton"}, "H200", {}, true, run);
+  first.send(proto::Credit{1});
+  dispatcher_->submit(task("t1", "triton"));
+  ASSERT_TRUE(receive_task(first).has_value());
+
+  FakeWorker older(ctx_, dispatcher_->endpoint(), "older", {"triton"}, "H200", {}, true,
+                   "triton 3.5.0, worker 0123456789ab");
+  older.send(proto::Credit{1});
+  std::optional<proto::Envelope> reply;
+  ASSERT_TRUE(run_until([&] {
+    while ((reply = older.next()).has_value() &&
+           !std::holds_alternative<proto::Error>(reply->body)) {
+    }
+    return reply.has_value() && std::get<proto::Error>(reply->body).code == proto::kErrorRefused;
+  }));
+  const std::string why = std::get<proto::Error>(reply->body).message;
+  EXPECT_NE(why.find("triton 3.5.0"), std::string::npos) << why;
+  EXPECT_NE(why.find(run), std::string::npos) << why;
+  EXPECT_NE(why.find("KILN_TRITON_PYTHON"), std::string::npos) << why;
+  EXPECT_EQ(dispatcher_->stats().refused_workers, 1u);
+
+  FakeWorker same(ctx_, dispatcher_->endpoint(), "same", {"triton"}, "H200", {}, true, run);
+  same.send(proto::Credit{1});
+  dispatcher_->submit(task("t2", "triton"));
+  EXPECT_TRUE(receive_task(same).has_value());
+  FakeWorker cpu(ctx_, dispatcher_->endpoint(), "cpu", {"cpu"}, "", {}, true, "c++ 13");
+  cpu.send(proto::Credit{1});
+  dispatcher_->submit(task("c1"));
+  EXPECT_TRUE(receive_task(cpu).has_value());
+  EXPECT_EQ(dispatcher_->stats().refused_workers, 1u);
 }
 
 // An evaluator that cannot run a task (worker_fault) does not judge the candidate: the task goes

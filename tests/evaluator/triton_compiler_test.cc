@@ -221,6 +221,12 @@ TEST(TritonBinary, RoundTripsAndRefusesWhatIsCutShort) {
   EXPECT_EQ(plain->cubin, k.cubin);
   EXPECT_FALSE(decode_triton_binary(b.substr(0, b.size() - 1)).is_ok());
   EXPECT_FALSE(decode_triton_binary(b + "x").is_ok());
+  // A cubin of another Triton major version: its launch convention is not the one kiln follows.
+  k.triton_version = "4.0.0";
+  Result<TritonKernel> other = decode_triton_binary(encode_triton_binary(k));
+  ASSERT_FALSE(other.is_ok());
+  EXPECT_NE(other.status().message().find("Triton 3.x"), std::string::npos)
+      << other.status().message();
   EXPECT_FALSE(decode_triton_binary(k.cubin).is_ok());
   EXPECT_FALSE(is_triton_binary(k.cubin));
 }

@@ -35,7 +35,8 @@ std::vector<Envelope> sample_envelopes() {
               {"cuda", "cpu"},
               3,
               "0.1.0",
-              {{"softmax_f16", "9f86d081"}, {"reduce", "ab12"}}};
+              {{"softmax_f16", "9f86d081"}, {"reduce", "ab12"}},
+              "triton 3.6.0, worker 0123456789ab"};
   EvaluateTask evaluate{"t-1",
                         "c-abc",
                         "softmax_f16",
