@@ -100,13 +100,14 @@ def expr_names(node):
     return out
 
 
-def written_params(jit, seen=None):
-    """Indices of jit's parameters whose pointers reach a store, through its @triton.jit helpers."""
+def pointer_params(jit, seen=None):
+    """The indices of jit's parameters whose pointers reach a store (an atomic counts as both),
+    and those that reach a load, through its @triton.jit helpers: (written, read)."""
     from triton.runtime.jit import JITFunction
     seen = seen if seen is not None else {}
     if id(jit) in seen:
         return seen[id(jit)]
-    seen[id(jit)] = set()
+    seen[id(jit)] = (set(), set())
     fn = ast.parse(kernel_source(jit)).body[0]
     params = [a.arg for a in fn.args.args]
     deps = {}
@@ -131,27 +132,34 @@ def written_params(jit, seen=None):
                 todo.extend(deps.get(x, ()))
         return out
 
-    written = set()
+    written, read = set(), set()
     for n in ast.walk(fn):
         if not isinstance(n, ast.Call):
             continue
-        if isinstance(n.func, ast.Attribute) and n.func.attr in STORES:
+        if isinstance(n.func, ast.Attribute) and n.func.attr in STORES | LOADS:
             ptr = n.args[0] if n.args else next((k.value for k in n.keywords
                                                   if k.arg in ("pointer", "ptr")), None)
-            names = expr_names(n.func.value) | (expr_names(ptr) if ptr is not None else set())
-            written |= closure(names)
+            names = closure(expr_names(n.func.value) | (expr_names(ptr) if ptr is not None
+                                                        else set()))
+            if n.func.attr in STORES:
+                written |= names
+            if n.func.attr != "store":
+                read |= names
         elif isinstance(n.func, ast.Name):
             callee = jit.fn.__globals__.get(n.func.id)
             if isinstance(callee, JITFunction):
-                inner = written_params(callee, seen)
+                inner_written, inner_read = pointer_params(callee, seen)
                 callee_params = [p.name for p in callee.params]
-                for i, a in enumerate(n.args):
-                    if i in inner:
+                passed = list(enumerate(n.args)) + [
+                    (callee_params.index(k.arg), k.value) for k in n.keywords
+                    if k.arg in callee_params]
+                for i, a in passed:
+                    if i in inner_written:
                         written |= closure(expr_names(a))
-                for k in n.keywords:
-                    if k.arg in callee_params and callee_params.index(k.arg) in inner:
-                        written |= closure(expr_names(k.value))
-    seen[id(jit)] = {i for i, p in enumerate(params) if p in written}
+                    if i in inner_read:
+                        read |= closure(expr_names(a))
+    seen[id(jit)] = ({i for i, p in enumerate(params) if p in written},
+                     {i for i, p in enumerate(params) if p in read})
     return seen[id(jit)]
 
 

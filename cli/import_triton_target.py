@@ -295,6 +295,12 @@ def analyse(req, jit, args, kwargs, grid, tuner):
         return dim_of.get(v) or stride_match(pname, v) or (value_expr.get(v) if v > 1 else None)
 
     tensor_names = [t["name"] for t in tensors]
+    written, read = pointer_params(jit)
+    for i in sorted(written & read):
+        if pnames[i] in tensor_names:
+            notes.append("'%s' is read and written: kiln fills an output with a marker before "
+                         "each run, so a kernel that updates a tensor in place needs its old "
+                         "values as another (input) argument" % pnames[i])
     if req.get("outputs"):
         unknown = sorted(set(req["outputs"]) - set(tensor_names))
         if unknown:
@@ -302,7 +308,7 @@ def analyse(req, jit, args, kwargs, grid, tuner):
                           "tensors: %s)" % (", ".join(unknown), name, ", ".join(tensor_names)))
         outputs = set(req["outputs"])
     else:
-        outputs = {pnames[i] for i in written_params(jit)} & set(tensor_names)
+        outputs = {pnames[i] for i in written} & set(tensor_names)
         if outputs:
             notes.append("outputs: %s (the tensors the kernel stores to); name them with "
                          "--outputs if that is wrong" % ", ".join(sorted(outputs)))
