@@ -87,17 +87,21 @@ def grid_search(g, dims, params, sizes, notes, axis):
 
 
 def derived_shapes(dims, pinned):
+    """Verification shapes no larger than the launch's (a block sized from a dim still covers
+    it), each dim a different size where it can be (a kernel that mixes two dims up fails)."""
     def shape(f):
-        return {d: v if d in pinned or v == 1 else max(1, min(v, f(v))) for d, v in dims}
-    edge = [shape(lambda v: 1), shape(lambda v: 3), shape(lambda v: 33)]
+        return {d: v if d in pinned or v == 1 else max(1, min(v, f(v, i)))
+                for i, (d, v) in enumerate(dims)}
+    edge = [shape(lambda v, i: 1), shape(lambda v, i: 3 + 2 * i), shape(lambda v, i: 33 + 4 * i)]
     if len(dims) > 1:
-        s = shape(lambda v: 131)
+        s = shape(lambda v, i: 131 + 6 * i)
         if dims[0][0] not in pinned:
             s[dims[0][0]] = 1
         edge.append(s)
-    lists = {"smoke": [shape(lambda v: 64)],
-             "sweep": [shape(lambda v: 256), shape(lambda v: min(v // 2 + 1, 1000)),
-                       shape(lambda v: 100)], "edge": edge}
+    lists = {"smoke": [shape(lambda v, i: 64 - 8 * i)],
+             "sweep": [shape(lambda v, i: 256 + 64 * i),
+                       shape(lambda v, i: min(v // 2 + 1, 1000 - 24 * i)),
+                       shape(lambda v, i: 100 + 17 * i)], "edge": edge}
     for k, shapes in lists.items():
         seen, lists[k] = set(), []
         for s in shapes:

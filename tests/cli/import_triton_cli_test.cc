@@ -193,6 +193,9 @@ TEST_F(ImportTritonCli, AnAutotunedKernelBecomesATargetThatTargetsCheckAccepts) 
   EXPECT_EQ(args[3]["value"], 0.5);
   EXPECT_EQ(t["dtypes"], nlohmann::json({"f32"}));
   EXPECT_EQ(t["shapes"]["benchmark"], nlohmann::json({{"M", 300}, {"N", 1000}}));
+  // Smaller than the launch's, and M != N, so that a kernel or reference that mixes them up fails.
+  EXPECT_EQ(t["shapes"]["smoke"], nlohmann::json::parse(R"([{"M": 64, "N": 56}])"));
+  EXPECT_EQ(t["shapes"]["edge"][0], nlohmann::json({{"M", 1}, {"N", 1}}));
   const nlohmann::json triton = t["backends"]["triton"];
   EXPECT_EQ(triton["seed"]["grid"], nlohmann::json({"M", "cdiv(N, BLOCK)"}));
   EXPECT_EQ(triton["seed"]["defines"]["BLOCK"], "128");
