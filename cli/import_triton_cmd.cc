@@ -270,10 +270,12 @@ int run_import(const ImportTritonArgs& a) {
                               " programs at the benchmark shape: check it");
     }
   }
-  if (summary.own_reference) {
-    if (Result<std::unique_ptr<eval::Reference>> ref =
-            eval::Reference::build(*spec, eval::default_cache_dir());
-        !ref.is_ok()) {
+  if (summary.own_reference) {  // built once to say whether it builds, in a folder of its own
+    Result<eval::ScratchDir> cache = eval::ScratchDir::create("", "kiln-import-reference-");
+    Result<std::unique_ptr<eval::Reference>> ref =
+        cache.is_ok() ? eval::Reference::build(*spec, cache->path())
+                      : Result<std::unique_ptr<eval::Reference>>(cache.status());
+    if (!ref.is_ok()) {
       summary.notes.push_back("your reference does not build: " + ref.status().message());
     }
   }
@@ -370,7 +372,9 @@ void add_import_triton_command(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--product", args->product,
                 "With @triton.autotune: search every combination of the configs' values, not\n"
                 "only the listed configs");
-  sub->add_flag("--force", args->force, "Replace the target files of an existing --out folder");
+  sub->add_flag("--force", args->force,
+                "Replace the target files of an existing --out folder (a reference.cpp that is\n"
+                "no longer the skeleton is kept)");
   sub->callback([&action, args] { action = [args] { return run_import(*args); }; });
 }
 
