@@ -25,7 +25,7 @@ class Captured(BaseException):  # a BaseException: the user's `except Exception`
     pass
 
 
-STATE = {"launch": None, "tuner": None, "defined": [], "skipped": []}
+STATE = {"launch": None, "tuner": None, "refused": None, "defined": [], "skipped": []}
 
 
 def base_function(k):
@@ -65,11 +65,12 @@ def install_hooks(name):
         if base_function(self).__name__ != name:
             STATE["skipped"].append(base_function(self).__name__)
             return None
-        raise Refused(
+        STATE["refused"] = (
             "'%s' is wrapped in @triton.heuristics (%s): kiln gives a kernel the same constexprs "
             "at every shape, so values computed from the arguments cannot follow the shapes it "
             "verifies. Remove the decorator and pass those values in the launcher (as a "
             "constexpr, or make them autotune configs)" % (name, ", ".join(self.values)))
+        raise Captured()
 
     JITFunction.__init__ = init
     JITFunction.run = jit_run
@@ -122,7 +123,8 @@ def main():
     try:
         run_user_file(req)
     except Captured:
-        pass
+        if STATE["refused"]:
+            return answer({"ok": False, "error": STATE["refused"]})
     except Refused as e:
         return answer({"ok": False, "error": str(e)})
     except SystemExit as e:
