@@ -15,6 +15,7 @@
 #include "cli/deploy_cmd.h"
 #include "cli/eval_cmd.h"
 #include "cli/export_cmd.h"
+#include "cli/import_triton_cmd.h"
 #include "cli/keys_cmd.h"
 #include "cli/profile_cmd.h"
 #include "cli/report_cmd.h"
@@ -70,6 +71,7 @@ int run_app(int argc, char** argv) {
 
   add_eval_command(app, action);
   add_targets_command(app, action);
+  add_import_triton_command(app, action);
   add_run_command(app, action);
   add_coordinator_command(app, action);
   add_status_command(app, action);
