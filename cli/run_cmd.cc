@@ -52,6 +52,7 @@
 #include "evaluator/profile/plan.h"
 #include "evaluator/result_json.h"
 #include "evaluator/toolchain.h"
+#include "evaluator/triton/triton_compiler.h"
 #include "shared/backends.h"
 #include "shared/build_info.h"
 #include "shared/config.h"
@@ -324,6 +325,15 @@ int run_search(const RunArgs& args) {
   coordinator::DispatcherOptions dopts;
   // Evaluators must hold the same target specs as this run: one with another copy is refused.
   for (const auto& t : runnable) dopts.spec_hashes[t.name] = t.spec_hash;
+  // Triton's version and kiln's compile worker are part of a triton run's candidate ids (below)
+  // and of what its evaluators must share, where this machine has Triton.
+  std::string triton_toolchain;
+  if (backend == "triton") {
+    if (auto triton = eval::TritonCompiler::create(); triton.is_ok()) {
+      triton_toolchain = (*triton)->toolchain_version();
+    }
+  }
+  dopts.triton_toolchain = triton_toolchain;
   dopts.bind = a.bind;
   dopts.curve = curve->server;
   dopts.allowed = curve->allowed;
@@ -346,6 +356,7 @@ int run_search(const RunArgs& args) {
   eo.limits.max_proposals_without_gain = patience;
   eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
   eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
+  if (!triton_toolchain.empty()) eo.toolchain += " (" + triton_toolchain + ")";
   eo.profile_guidance = !a.no_profile_guidance;
   eo.transfer = !a.no_transfer;
   eo.early_stop = !a.no_early_stop;

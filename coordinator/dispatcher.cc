@@ -301,12 +301,13 @@ void Dispatcher::on_worker_fault(Flight f, const proto::EvaluationResult& result
 
 std::string Dispatcher::toolchain_mismatch(const proto::Hello& hello) {
   // Triton's cubins depend on its version and on kiln's compile worker: a candidate id names one
-  // kernel only while every evaluator of the run compiles it alike. The first triton evaluator
-  // sets the run's toolchain (per coordinator process).
+  // kernel only while every evaluator of the run compiles it alike. The coordinator's own Triton
+  // sets the run's toolchain, else the first triton evaluator (per coordinator process).
   if (hello.role != proto::kRoleEvaluator || hello.toolchain.empty() ||
       std::find(hello.backends.begin(), hello.backends.end(), "triton") == hello.backends.end()) {
     return "";
   }
+  if (!options_.triton_toolchain.empty()) toolchains_.emplace("triton", options_.triton_toolchain);
   auto [it, first] = toolchains_.emplace("triton", hello.toolchain);
   if (first || it->second == hello.toolchain) return "";
   return "it compiles Triton kernels with " + log_safe(hello.toolchain, 80) +

@@ -56,6 +56,10 @@ struct DispatcherOptions {
   // The run's targets and their spec hashes: an evaluator whose hello lacks one or names another
   // hash is refused. Empty: no check (tests of the dispatch layer alone).
   std::map<std::string, std::string> spec_hashes;
+  // The triton toolchain this run's candidate ids were made with (the coordinator's own Triton,
+  // where it has one): a triton evaluator with another is refused. Empty: the first triton
+  // evaluator sets it.
+  std::string triton_toolchain;
   // CURVE (docs/security.md): the coordinator's keypair, and the worker keys it admits through its
   // ZAP handler. No secret key: no CURVE, and any peer that reaches `bind` may act as a worker.
   net::CurveServer curve;

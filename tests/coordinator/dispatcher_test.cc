@@ -77,8 +77,10 @@ class DispatcherTest : public ::testing::Test {
     ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
     start();
   }
-  void start(std::map<std::string, std::string> spec_hashes = {}, bool exact_gpu_models = false) {
+  void start(std::map<std::string, std::string> spec_hashes = {}, bool exact_gpu_models = false,
+             std::string triton_toolchain = "") {
     DispatcherOptions o;
+    o.triton_toolchain = std::move(triton_toolchain);
     o.spec_hashes = std::move(spec_hashes);
     o.exact_gpu_models = exact_gpu_models;
     o.heartbeat.interval_ms = 50;
@@ -538,6 +540,29 @@ TEST_F(DispatcherTest, ATritonEvaluatorWithAnotherTritonIsRefused) {
   dispatcher_->submit(task("c1"));
   EXPECT_TRUE(receive_task(cpu).has_value());
   EXPECT_EQ(dispatcher_->stats().refused_workers, 1u);
+}
+
+// A coordinator that has Triton itself made its candidate ids with that toolchain: even the first
+// triton evaluator must have it.
+TEST_F(DispatcherTest, TheCoordinatorsOwnTritonIsTheRunsToolchain) {
+  dispatcher_.reset();
+  start({}, false, "triton 3.6.0, worker 0123456789ab");
+  FakeWorker other(ctx_, dispatcher_->endpoint(), "other", {"triton"}, "H200", {}, true,
+                   "triton 3.7.0, worker 0123456789ab");
+  other.send(proto::Credit{1});
+  std::optional<proto::Envelope> reply;
+  ASSERT_TRUE(run_until([&] {
+    while ((reply = other.next()).has_value() &&
+           !std::holds_alternative<proto::Error>(reply->body)) {
+    }
+    return reply.has_value() && std::get<proto::Error>(reply->body).code == proto::kErrorRefused;
+  }));
+  EXPECT_NE(std::get<proto::Error>(reply->body).message.find("triton 3.7.0"), std::string::npos);
+  FakeWorker same(ctx_, dispatcher_->endpoint(), "same", {"triton"}, "H200", {}, true,
+                  "triton 3.6.0, worker 0123456789ab");
+  same.send(proto::Credit{1});
+  dispatcher_->submit(task("t1", "triton"));
+  EXPECT_TRUE(receive_task(same).has_value());
 }
 
 // An evaluator that cannot run a task (worker_fault) does not judge the candidate: the task goes
