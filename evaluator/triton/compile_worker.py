@@ -133,21 +133,24 @@ def main():
                                  "of 16:\n%s" % (req["kernel"], "".join(
                                      traceback.format_exception_only(type(e), e))))
     answer = {"ok": True, "triton_version": triton.__version__}
-    for variant, path, into in ((compiled, cubin_path, answer), (aligned, cubin_path + ".divisible", None)):
-        if variant is None:
-            continue
-        meta = launch_metadata(out, variant, len(runtime))
+    meta = launch_metadata(out, compiled, len(runtime))
+    if meta is None:
+        return 0
+    answer.update(meta)
+    write_cubin(cubin_path, compiled)
+    if aligned is not None:
+        meta = launch_metadata(out, aligned, len(runtime))
         if meta is None:
             return 0
-        if into is None:
-            meta["args"] = divisible
-            answer["divisible"] = meta
-        else:
-            answer.update(meta)
-        with open(path, "wb") as f:
-            f.write(variant.asm["cubin"])
+        answer["divisible"] = dict(meta, args=divisible)
+        write_cubin(cubin_path + ".divisible", aligned)
     respond(out, answer)
     return 0
+
+
+def write_cubin(path, compiled):
+    with open(path, "wb") as f:
+        f.write(compiled.asm["cubin"])
 
 
 def launch_metadata(out, compiled, runtime_params):
