@@ -69,7 +69,8 @@ Dispatcher::Dispatcher(redis::Store& store, DispatcherOptions options,
       auth_(std::move(auth)),
       router_(std::move(router)),
       peers_(options_.heartbeat),
-      ids_(options_.node) {}
+      ids_(options_.node),
+      triton_toolchain_(options_.triton_toolchain) {}
 
 bool Dispatcher::submit(proto::EvaluateTask task, bool urgent) {
   if (in_flight_.count(task.task_id) || !queued_ids_.insert(task.task_id).second) return false;
@@ -307,11 +308,10 @@ std::string Dispatcher::toolchain_mismatch(const proto::Hello& hello) {
       std::find(hello.backends.begin(), hello.backends.end(), "triton") == hello.backends.end()) {
     return "";
   }
-  if (!options_.triton_toolchain.empty()) toolchains_.emplace("triton", options_.triton_toolchain);
-  auto [it, first] = toolchains_.emplace("triton", hello.toolchain);
-  if (first || it->second == hello.toolchain) return "";
+  if (triton_toolchain_.empty()) triton_toolchain_ = hello.toolchain;
+  if (hello.toolchain == triton_toolchain_) return "";
   return "it compiles Triton kernels with " + log_safe(hello.toolchain, 80) +
-         ", and this run's triton evaluators with " + it->second +
+         ", and this run's triton evaluators with " + triton_toolchain_ +
          ": the same candidate would be two kernels. Give it the same Triton (KILN_TRITON_PYTHON "
          "naming a python that has that version; `kiln version` shows a node's) and the same kiln";
 }

@@ -193,9 +193,8 @@ class Dispatcher {
   void on_hello(const std::string& peer, const proto::Hello& hello, const std::string& key_name);
   // Why an evaluator's targets differ from the run's (empty when they match or are not checked).
   std::string spec_mismatch(const proto::Hello& hello) const;
-  // Why a triton evaluator's toolchain cannot join the run's, or "" (the first one sets it).
+  // Why a triton evaluator's toolchain cannot join the run's (triton_toolchain_), or "".
   std::string toolchain_mismatch(const proto::Hello& hello);
-  std::map<std::string, std::string> toolchains_;  // backend -> the run's toolchain
   // A result the lease holder marked worker_fault: the task goes to another evaluator.
   void on_worker_fault(Flight flight, const proto::EvaluationResult& result);
   // Gives up on a task with `reason` (its lease released); it stays in quarantined().
@@ -209,6 +208,8 @@ class Dispatcher {
   net::RouterSocket router_;
   net::PeerTable peers_;
   proto::IdGenerator ids_;
+  // The run's triton toolchain: options_.triton_toolchain, else the first triton evaluator's.
+  std::string triton_toolchain_;
   std::map<std::string, Worker> workers_;      // by routing id
   std::deque<proto::EvaluateTask> queue_;
   std::set<std::string> queued_ids_;          // task ids in queue_
