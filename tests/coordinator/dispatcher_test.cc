@@ -101,6 +101,22 @@ class DispatcherTest : public ::testing::Test {
     }
     return false;
   }
+  // Polls until `w` is refused (an error reply with code refused), skipping other messages;
+  // returns the refusal's message, or nullopt when none came within run_until's 5 s.
+  std::optional<std::string> refusal(FakeWorker& w) {
+    std::optional<std::string> why;
+    run_until([&] {
+      while (auto env = w.next()) {
+        const auto* e = std::get_if<proto::Error>(&env->body);
+        if (e && e->code == proto::kErrorRefused) {
+          why = e->message;
+          return true;
+        }
+      }
+      return false;
+    });
+    return why;
+  }
   // Polls until `w` receives a task, which it returns.
   std::optional<proto::EvaluateTask> receive_task(FakeWorker& w) {
     std::optional<proto::EvaluateTask> got;
@@ -489,14 +505,9 @@ TEST_F(DispatcherTest, AnEvaluatorWithOtherTargetSpecsIsRefused) {
   none.send(proto::Credit{1});
   dispatcher_->submit(task("s"));
   for (FakeWorker* w : {&other, &none}) {
-    std::optional<proto::Envelope> reply;
-    ASSERT_TRUE(run_until([&] {
-      while ((reply = w->next()).has_value() &&
-             !std::holds_alternative<proto::Error>(reply->body)) {
-      }
-      return reply.has_value() && std::get<proto::Error>(reply->body).code == proto::kErrorRefused;
-    }));
-    EXPECT_NE(std::get<proto::Error>(reply->body).message.find("--targets-dir"), std::string::npos);
+    std::optional<std::string> why = refusal(*w);
+    ASSERT_TRUE(why.has_value());
+    EXPECT_NE(why->find("--targets-dir"), std::string::npos) << *why;
   }
   EXPECT_EQ(dispatcher_->stats().refused_workers, 2u);
   EXPECT_EQ(dispatcher_->in_flight(), 0u);
@@ -518,17 +529,11 @@ TEST_F(DispatcherTest, ATritonEvaluatorWithAnotherTritonIsRefused) {
   FakeWorker older(ctx_, dispatcher_->endpoint(), "older", {"triton"}, "H200", {}, true,
                    "triton 3.5.0, worker 0123456789ab");
   older.send(proto::Credit{1});
-  std::optional<proto::Envelope> reply;
-  ASSERT_TRUE(run_until([&] {
-    while ((reply = older.next()).has_value() &&
-           !std::holds_alternative<proto::Error>(reply->body)) {
-    }
-    return reply.has_value() && std::get<proto::Error>(reply->body).code == proto::kErrorRefused;
-  }));
-  const std::string why = std::get<proto::Error>(reply->body).message;
-  EXPECT_NE(why.find("triton 3.5.0"), std::string::npos) << why;
-  EXPECT_NE(why.find(run), std::string::npos) << why;
-  EXPECT_NE(why.find("KILN_TRITON_PYTHON"), std::string::npos) << why;
+  std::optional<std::string> why = refusal(older);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("triton 3.5.0"), std::string::npos) << *why;
+  EXPECT_NE(why->find(run), std::string::npos) << *why;
+  EXPECT_NE(why->find("KILN_TRITON_PYTHON"), std::string::npos) << *why;
   EXPECT_EQ(dispatcher_->stats().refused_workers, 1u);
 
   FakeWorker same(ctx_, dispatcher_->endpoint(), "same", {"triton"}, "H200", {}, true, run);
@@ -550,14 +555,9 @@ TEST_F(DispatcherTest, TheCoordinatorsOwnTritonIsTheRunsToolchain) {
   FakeWorker other(ctx_, dispatcher_->endpoint(), "other", {"triton"}, "H200", {}, true,
                    "triton 3.7.0, worker 0123456789ab");
   other.send(proto::Credit{1});
-  std::optional<proto::Envelope> reply;
-  ASSERT_TRUE(run_until([&] {
-    while ((reply = other.next()).has_value() &&
-           !std::holds_alternative<proto::Error>(reply->body)) {
-    }
-    return reply.has_value() && std::get<proto::Error>(reply->body).code == proto::kErrorRefused;
-  }));
-  EXPECT_NE(std::get<proto::Error>(reply->body).message.find("triton 3.7.0"), std::string::npos);
+  std::optional<std::string> why = refusal(other);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("triton 3.7.0"), std::string::npos) << *why;
   FakeWorker same(ctx_, dispatcher_->endpoint(), "same", {"triton"}, "H200", {}, true,
                   "triton 3.6.0, worker 0123456789ab");
   same.send(proto::Credit{1});
