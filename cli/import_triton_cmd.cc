@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -65,9 +64,7 @@ std::string tail(const std::string& text) {
 }
 
 std::string capture_python(const ImportTritonArgs& a) {
-  if (!a.python.empty()) return a.python;
-  const char* env = std::getenv("KILN_TRITON_PYTHON");
-  return env && *env ? env : eval::default_triton_python();
+  return a.python.empty() ? eval::triton_python() : a.python;
 }
 
 // Runs the capture; the script's answer, or why there is none (an error for the user).

@@ -50,7 +50,8 @@ CompileOutput failed(std::string log, std::string cache_key = "", bool rejected 
 
 }  // namespace
 
-std::string default_triton_python() {
+std::string triton_python() {
+  if (const char* env = std::getenv("KILN_TRITON_PYTHON"); env && *env) return env;
   std::string cache;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
     cache = x;
@@ -63,10 +64,7 @@ std::string default_triton_python() {
 }
 
 Result<std::unique_ptr<TritonCompiler>> TritonCompiler::create(TritonCompilerOptions options) {
-  if (options.python.empty()) {
-    const char* env = std::getenv("KILN_TRITON_PYTHON");
-    options.python = env && *env ? env : default_triton_python();
-  }
+  if (options.python.empty()) options.python = triton_python();
   Result<ProcessResult> probe =
       run_process({options.python, "-c",
                    std::string("import triton, sys; sys.stdout.write('\\n") + kVersionMarker +

@@ -14,16 +14,17 @@
 namespace kiln::eval {
 
 struct TritonCompilerOptions {
-  // The Python that has Triton. Empty: $KILN_TRITON_PYTHON, else the virtual environment that
-  // scripts/bootstrap makes (default_triton_python()), else python3 from PATH.
+  // The Python that has Triton. Empty: triton_python().
   std::string python;
   std::string scratch_dir;  // parent of the per-compile folders; empty: $TMPDIR or /tmp
   std::string cache_dir;  // Triton's own cache (TRITON_CACHE_DIR); empty: one per compile, removed
   std::chrono::milliseconds compile_timeout{120'000};  // the worker is killed past this
 };
 
-// The Python scripts/bootstrap installs Triton into ($XDG_CACHE_HOME or ~/.cache)/kiln/triton-venv.
-std::string default_triton_python();
+// The Python that compiles Triton kernels (and runs kiln import-triton's capture):
+// $KILN_TRITON_PYTHON, else the one scripts/bootstrap installs Triton into
+// (($XDG_CACHE_HOME or ~/.cache)/kiln/triton-venv), else python3 from PATH.
+std::string triton_python();
 
 // The Python source text of the compile worker.
 const char* triton_compile_worker_script();
