@@ -29,6 +29,9 @@
 // shared memory through descriptors, P from registers); K/V double buffered with cp.async; the
 // same log2-domain online softmax and special-value rules. PIPE 1 overlaps the softmax of block
 // kb+1 with the P V wgmma of block kb (FA3-style intra-warpgroup overlap).
+// IMPL 2 (WARPS 8, RM 1, STAGES 2, BN 128, PIPE 1): the FlashAttention-3 structure, see attn_fa3:
+// a producer warpgroup with TMA and separate K/V mbarriers, consumer warpgroups with setmaxnreg,
+// PING 1 ping-pong, PERS 1 persistent longest-first tiles.
 #ifndef WARPS
 #define WARPS 4
 #endif
@@ -45,10 +48,16 @@
 #define PIPE 0
 #endif
 #ifndef IMPL
-#define IMPL 0  // 0: mma.sync (above); 1: wgmma, two warpgroups (WARPS 8, RM 1, STAGES 2)
+#define IMPL 0  // 0: mma.sync (above); 1: wgmma, two warpgroups (WARPS 8, RM 1, STAGES 2); 2: FA3
+#endif
+#ifndef PING
+#define PING 0  // IMPL 2: ping-pong between the consumer warpgroups
+#endif
+#ifndef PERS
+#define PERS 0  // IMPL 2: persistent CTAs walking the tiles heaviest first
 #endif
 
-#define NTHREADS (WARPS * 32)
+#define NTHREADS (WARPS * 32 + (IMPL == 2 ? 128 : 0))  // IMPL 2: + the producer warpgroup
 #define BM (16 * RM * WARPS)
 #define NEG_INF (-__int_as_float(0x7f800000))
 #define LOG2E 1.4426950408889634f
@@ -629,11 +638,11 @@ __device__ __forceinline__ float dot_row(const T* a, const T* b, long long D) {
   for (long long d = 0; d < D; ++d) s += to_f32(a[d]) * to_f32(b[d]);
   return s;
 }
-__device__ void attn_generic(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                             T* __restrict__ o, long long L, long long D, bool causal, float scale) {
+// Rows [q0, q0 + BM) of head bh, thread i taking row q0 + i.
+__device__ void attn_generic(const T* __restrict__ q, const T* __restrict__ k,
+                             const T* __restrict__ v, T* __restrict__ o, long long L, long long D,
+                             bool causal, float scale, long long bh, long long q0) {
   constexpr int CH = 32;
-  const long long bh = blockIdx.x;
-  const long long q0 = static_cast<long long>(gridDim.y - 1 - blockIdx.y) * BM;
   if (threadIdx.x >= BM) return;
   const long long i = q0 + threadIdx.x;
   if (i >= L) return;
@@ -664,19 +673,20 @@ __device__ void attn_generic(const T* __restrict__ q, const T* __restrict__ k, c
   }
 }
 
-#if IMPL == 1
-// ---- IMPL 1: the Hopper path (wgmma), one (b, h, 128-query block) per CTA ----
-// Two warpgroups (warps 0-3 and 4-7), each owning 64 consecutive query rows. Shared-memory tiles
-// (Q: 128 rows, K and V: BN rows, two stages each) use the wgmma 128-byte-swizzle layout: HD/64
-// column blocks of ROWS rows x 128 bytes, 16-byte chunk c (0..7) of row r at chunk c ^ (r & 7),
-// every tile 1024-byte aligned. S = Q K^T: wgmma m64nBNk16, A = Q and B = K both K-major from
-// shared memory (descriptor start + 32 bytes per k16 step inside a 128-byte row, + one column
-// block per 4 steps; SBO = 8 rows = 1024 bytes). O += P V: wgmma m64nHDk16 with P from registers
-// (the f32 S accumulator layout of m64nN is, per warp, the m16n8 C layout, so n8 blocks 2kc and
-// 2kc+1 rounded to T are exactly the A fragment of k16 step kc) and V N-major (imm-trans-b 1;
-// LBO = column-block stride, SBO = 8 key rows), as the verified matmul IMPL 1 descriptors.
-static_assert(WARPS == 8 && RM == 1, "IMPL 1: two warpgroups of 64 query rows (BM = 128)");
-static_assert(BN == 64 || BN == 128, "IMPL 1: BN in {64, 128}");
+#if IMPL >= 1
+// ---- the Hopper paths (wgmma): IMPL 1 and IMPL 2 ----
+// Two consumer warpgroups (warps 0-3 and 4-7), each owning 64 consecutive query rows of a 128-row
+// query block. Shared-memory tiles (Q: 128 rows, K and V: BN rows) use the wgmma 128-byte-swizzle
+// layout: HD/64 column blocks of ROWS rows x 128 bytes, 16-byte chunk c (0..7) of row r at chunk
+// c ^ (r & 7), every tile 1024-byte aligned (the layout a TMA box of ROWS x 64 elements with the
+// 128-byte swizzle writes). S = Q K^T: wgmma m64nBNk16, A = Q and B = K both K-major from shared
+// memory (descriptor start + 32 bytes per k16 step inside a 128-byte row, + one column block per 4
+// steps; SBO = 8 rows = 1024 bytes). O += P V: wgmma m64nHDk16 with P from registers (the f32 S
+// accumulator layout of m64nN is, per warp, the m16n8 C layout, so n8 blocks 2kc and 2kc+1
+// rounded to T are exactly the A fragment of k16 step kc) and V N-major (imm-trans-b 1; LBO =
+// column-block stride, SBO = 8 key rows), as the verified matmul IMPL 1 descriptors.
+static_assert(WARPS == 8 && RM == 1, "IMPL 1/2: two warpgroups of 64 query rows (BM = 128)");
+static_assert(BN == 64 || BN == 128, "IMPL 1/2: BN in {64, 128}");
 typedef unsigned long long u64;
 
 // clang-format off
@@ -752,17 +762,21 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 __device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+// Named barrier 1 over the 256 threads of the two consumer warpgroups (in IMPL 1: every thread).
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
 // Rows [0, ROWS) x HD columns of the [*, D] matrix at g into the wgmma layout at dst (ROWS rows
-// per column block); rows >= rows_valid and columns >= D are zero-filled. vec: 16-byte cp.async.
-template <int HD, int ROWS>
-__device__ __forceinline__ void wg_load(u32 dst, const T* g, long long rows_valid, long long D, bool vec,
-                                        const T* safe) {
-  constexpr int CPR = HD / 8, RSTEP = NTHREADS / CPR, ITERS = ROWS / RSTEP;
+// per column block), by the NT threads t = 0..NT-1; rows >= rows_valid and columns >= D are
+// zero-filled. vec: 16-byte cp.async (the caller commits or arrives); otherwise plain loads and
+// st.shared (generic proxy: the caller fences before wgmma reads them).
+template <int HD, int ROWS, int NT>
+__device__ __forceinline__ void wg_load(u32 dst, const T* g, long long rows_valid, long long D,
+                                        bool vec, const T* safe, int t) {
+  constexpr int CPR = HD / 8, RSTEP = NT / CPR, ITERS = ROWS / RSTEP;
   static_assert(RSTEP % 8 == 0 && ROWS % RSTEP == 0, "swizzle column fixed per thread");
   const int rv = static_cast<int>(rows_valid < ROWS ? (rows_valid < 0 ? 0 : rows_valid) : ROWS);
   if (vec) {
-    const int cc = threadIdx.x % CPR, r0 = threadIdx.x / CPR;
+    const int cc = t % CPR, r0 = t / CPR;
     const bool col_ok = cc * 8 < D;
     const u32 s0 = dst + (cc >> 3) * (ROWS * 128) + r0 * 128 + (((cc & 7) ^ (r0 & 7)) << 4);
     const T* src = g + static_cast<long long>(r0) * D + cc * 8;
@@ -775,7 +789,7 @@ __device__ __forceinline__ void wg_load(u32 dst, const T* g, long long rows_vali
     }
   } else {
     const unsigned short* gb = reinterpret_cast<const unsigned short*>(g);  // raw bits of T
-    for (int idx = threadIdx.x; idx < ROWS * CPR; idx += NTHREADS) {
+    for (int idx = t; idx < ROWS * CPR; idx += NT) {
       const int r = idx / CPR, c = idx % CPR;
       u32 w[4];
 #pragma unroll
@@ -791,79 +805,104 @@ __device__ __forceinline__ void wg_load(u32 dst, const T* g, long long rows_vali
   }
 }
 
-// One (b, h, 128-query block). PIPE 0: per key block, S = Q K^T, softmax, O += P V, each waited.
-// PIPE 1: S(kb+1) = Q K(kb+1)^T and O += P(kb) V(kb) are in flight together; the softmax of
-// S(kb+1) runs while P V(kb) is still on the tensor cores, then O is rescaled.
-// Loads (cp.async, all 256 threads, one commit group per iteration, waited with wait_group 1):
-// PIPE 0: K(kb+2), V(kb+2) into the slot of kb after iteration kb. PIPE 1: K(kb+3) and V(kb+2)
-// after iteration kb (K(kb+1) is consumed during iteration kb).
-// Causal: key blocks past the CTA's last row are never visited; a warpgroup skips blocks past its
-// own last row; only blocks that straddle the diagonal (or the end L) are masked. A masked p = 0
-// multiplied by an Inf/NaN V value would give NaN where the reference never looks, so in blocks
-// straddling the diagonal whose V tile holds a non-finite value (CTA-wide vote) P V is done in
-// scalar f32 over the visible keys only (rare: adversarial inputs).
+// Consumer-wide (the 256 threads ct = 0..255 of the two consumer warpgroups, named barrier 1):
+// does the V tile at sVs hold an Inf or NaN? Every consumer thread calls it: it is a barrier.
 template <int HD>
-__device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __restrict__ k,
-                                     const T* __restrict__ v, T* __restrict__ o, long long L,
-                                     long long D, bool causal, float scale, unsigned char* smem) {
-  constexpr int KD = HD / 16;   // k16 steps of S = Q K^T
-  constexpr int NS = BN / 2;    // S accumulators per thread (m64nBN)
-  constexpr int NO = HD / 2;    // O accumulators per thread (m64nHD)
-  constexpr int KC = BN / 16;   // k16 steps of O += P V
-  constexpr int ND = HD / 8;    // n8 column blocks of O
-  constexpr u32 QBYTES = BM * HD * 2, KVBYTES = BN * HD * 2;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
-  const long long bh = blockIdx.x;
-  const long long q0 = static_cast<long long>(gridDim.y - 1 - blockIdx.y) * BM;  // heaviest first
-  const T* qg = q + (bh * L + q0) * D;
-  const T* kg = k + bh * L * D;
-  const T* vg = v + bh * L * D;
-  T* og = o + (bh * L + q0) * D;
-  const bool vec = (D % 8 == 0) &&
-                   ((reinterpret_cast<unsigned long long>(q) | reinterpret_cast<unsigned long long>(k) |
-                     reinterpret_cast<unsigned long long>(v) | reinterpret_cast<unsigned long long>(o)) %
-                        16 ==
-                    0);
-  const u32 sQ = (smem_addr(smem) + 1023u) & ~1023u;
-  const u32 sK = sQ + QBYTES, sV = sK + 2 * KVBYTES;  // slot s of K / V at + s * KVBYTES
-  const long long kend = causal ? (q0 + BM < L ? q0 + BM : L) : L;
-  const int nkb = static_cast<int>((kend + BN - 1) / BN);
-  const long long wr0 = q0 + wg * 64;  // this warpgroup's first query row
-  const long long qrow[2] = {wr0 + wq * 16 + (lane >> 2), wr0 + wq * 16 + (lane >> 2) + 8};
-  const float c = scale * LOG2E;
-  const u32 sQw = sQ + wg * (64 * 128);  // this warpgroup's 64 rows in each column block
+__device__ __forceinline__ bool v_tile_nonfinite(u32 sVs, int ct) {
+  bool bad = false;
+  for (int idx = ct; idx < BN * HD / 8; idx += 256) {
+    const uint4 w = ld_shared_v4(sVs + idx * 16);
+    bad |= nonfinite2(w.x) | nonfinite2(w.y) | nonfinite2(w.z) | nonfinite2(w.w);
+  }
+  u32 any;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, 1, 256, q;\nselp.u32 %0, 1, "
+      "0, p;\n}\n"
+      : "=r"(any)
+      : "r"(static_cast<u32>(bad))
+      : "memory");
+  return any != 0;
+}
+// Replace every Inf/NaN of the V tile by 0 (consumer thread ct's share; the caller fences and
+// syncs).
+template <int HD>
+__device__ __forceinline__ void v_tile_sanitize(u32 sVs, int ct) {
+  constexpr u32 E = kBf16 ? 0x7f80u : 0x7c00u;
+  for (int idx = ct; idx < BN * HD / 8; idx += 256) {
+    uint4 w = ld_shared_v4(sVs + idx * 16);
+    u32* ws = reinterpret_cast<u32*>(&w);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if ((ws[e] & E) == E) ws[e] &= 0xffff0000u;
+      if (((ws[e] >> 16) & E) == E) ws[e] &= 0x0000ffffu;
+    }
+    st_shared_v4(sVs + idx * 16, w);
+  }
+}
 
+// What one consumer warpgroup holds and does for its 64 query rows of one query block: the O and
+// S accumulators, P (S rounded to T in A-fragment order), the running row max m and sum l (two
+// rows per thread: qrow[0] and qrow[0] + 8), and the steps of the loop over key blocks.
+template <int HD>
+struct WgRows {
+  static constexpr int KD = HD / 16;  // k16 steps of S = Q K^T
+  static constexpr int NS = BN / 2;   // S accumulators per thread (m64nBN)
+  static constexpr int NO = HD / 2;   // O accumulators per thread (m64nHD)
+  static constexpr int KC = BN / 16;  // k16 steps of O += P V
+  static constexpr int ND = HD / 8;   // n8 column blocks of O
   float oacc[NO], s[NS];
   u32 p[KC][4];
-  float m_run[2] = {NEG_INF, NEG_INF}, l_run[2] = {0.f, 0.f};
-#pragma unroll
-  for (int i = 0; i < NO; ++i) oacc[i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < NS; ++i) s[i] = 0.f;
-#pragma unroll
-  for (int i = 0; i < KC; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
+  float m_run[2], l_run[2];
+  long long L, wr0, qrow[2];
+  float c;  // scale * log2 e
+  bool causal;
+  int lane, wq;
 
-  auto live_of = [&](long long k0) { return !(causal && k0 > wr0 + 63); };  // warpgroup-uniform
-  auto mask_of = [&](long long k0) { return (causal && k0 + BN - 1 > wr0) || k0 + BN > L; };
-  auto issue_s = [&](u32 sKs) {  // S = Q K^T (the caller commits)
+  __device__ __forceinline__ WgRows(long long L_, bool causal_, float scale, int lane_, int wq_)
+      : L(L_), c(scale * LOG2E), causal(causal_), lane(lane_), wq(wq_) {
+#pragma unroll
+    for (int i = 0; i < NS; ++i) s[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < KC; ++i) p[i][0] = p[i][1] = p[i][2] = p[i][3] = 0u;
+  }
+  // A new query block: this warpgroup's first row is wr0_; O, m and l start empty.
+  __device__ __forceinline__ void start(long long wr0_) {
+    wr0 = wr0_;
+    qrow[0] = wr0 + wq * 16 + (lane >> 2);
+    qrow[1] = qrow[0] + 8;
+    m_run[0] = m_run[1] = NEG_INF;
+    l_run[0] = l_run[1] = 0.f;
+#pragma unroll
+    for (int i = 0; i < NO; ++i) oacc[i] = 0.f;
+  }
+  // Does key block k0 hold any key this warpgroup's rows see? Does it need masking?
+  __device__ __forceinline__ bool live(long long k0) const { return !(causal && k0 > wr0 + 63); }
+  __device__ __forceinline__ bool needs_mask(long long k0) const {
+    return (causal && k0 + BN - 1 > wr0) || k0 + BN > L;
+  }
+  // S = Q K^T from this warpgroup's Q rows (sQw: its first row of column block 0; QR rows per
+  // column block) and the K tile at sKs (the caller commits).
+  template <int QR>
+  __device__ __forceinline__ void issue_s(u32 sQw, u32 sKs) {
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < KD; ++kk) {
-      const u64 da = wg_desc(sQw + (kk >> 2) * (BM * 128) + (kk & 3) * 32, 16, 1024);
+      const u64 da = wg_desc(sQw + (kk >> 2) * (QR * 128) + (kk & 3) * 32, 16, 1024);
       const u64 db = wg_desc(sKs + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024);
       wg_ss<BN>(s, da, db, kk > 0 ? 1 : 0);
     }
-  };
-  auto issue_pv = [&](u32 sVs) {  // O += P V (the caller commits)
+  }
+  // O += P V from the V tile at sVs (the caller commits).
+  __device__ __forceinline__ void issue_pv(u32 sVs) {
     wg_fence();
 #pragma unroll
     for (int kc = 0; kc < KC; ++kc) {
       const u64 db = wg_desc(sVs + kc * (16 * 128), BN * 128, 1024);
       wg_rs<HD>(oacc, p[kc][0], p[kc][1], p[kc][2], p[kc][3], db);
     }
-  };
+  }
   // Visible keys of block k0 for this thread's two rows: kk < kvis[h].
-  auto kvis_of = [&](long long k0, int (&kvis)[2]) {
+  __device__ __forceinline__ void kvis_of(long long k0, int (&kvis)[2]) const {
     const long long kvalid = L - k0 < BN ? L - k0 : BN;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -871,12 +910,11 @@ __device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __rest
       if (causal && qrow[h] - k0 + 1 < kv) kv = qrow[h] - k0 + 1;
       kvis[h] = static_cast<int>(kv < 0 ? 0 : kv);
     }
-  };
-  // Online softmax of s in the log2 domain (as IMPL 0), in place: masked scores become -inf, the row
-  // max is taken on raw scores, s becomes p = exp2(s c - m c) with m c rounded up (p <= 1),
-  // alpha = exp2((m_old - m) c). pack_p then rounds p to T in A-fragment order (n8 blocks 2kc and
-  // 2kc + 1 are k16 step kc). PIPE 1 packs only after the P V that reads the old P has retired.
-  auto softmax = [&](float (&alpha)[2], bool do_mask, long long k0) {
+  }
+  // Online softmax of s in the log2 domain (as IMPL 0), in place: masked scores become -inf, the
+  // row max is taken on raw scores, s becomes p = exp2(s c - m c) with m c rounded up (p <= 1),
+  // alpha = exp2((m_old - m) c). pack_p then rounds p to T in A-fragment order.
+  __device__ __forceinline__ void softmax(float (&alpha)[2], bool do_mask, long long k0) {
     if (do_mask) {
       int kvis[2];
       kvis_of(k0, kvis);
@@ -915,14 +953,14 @@ __device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __rest
       }
       l_run[h] = l_run[h] * alpha[h] + (ls0 + ls1);
     }
-  };
-  auto pack_p = [&]() {
+  }
+  __device__ __forceinline__ void pack_p() {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) p[j >> 1][(j & 1) * 2 + h] = pack2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
-  };
-  auto rescale = [&](const float (&alpha)[2]) {
+  }
+  __device__ __forceinline__ void rescale(const float (&alpha)[2]) {
 #pragma unroll
     for (int nd = 0; nd < ND; ++nd) {
       oacc[4 * nd] *= alpha[0];
@@ -930,32 +968,10 @@ __device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __rest
       oacc[4 * nd + 2] *= alpha[1];
       oacc[4 * nd + 3] *= alpha[1];
     }
-  };
-  // CTA-wide: does the V tile hold an Inf or NaN? (every thread calls it: it is a barrier)
-  auto v_bad = [&](u32 sVs) {
-    bool bad = false;
-    for (int idx = tid; idx < BN * HD / 8; idx += NTHREADS) {
-      const uint4 w = ld_shared_v4(sVs + idx * 16);
-      bad |= nonfinite2(w.x) | nonfinite2(w.y) | nonfinite2(w.z) | nonfinite2(w.w);
-    }
-    return __syncthreads_or(bad) != 0;
-  };
-  // Replace every Inf/NaN of the V tile by 0 (this thread's share; the caller fences and syncs).
-  auto v_sanitize = [&](u32 sVs) {
-    constexpr u32 E = kBf16 ? 0x7f80u : 0x7c00u;
-    for (int idx = tid; idx < BN * HD / 8; idx += NTHREADS) {
-      uint4 w = ld_shared_v4(sVs + idx * 16);
-      u32* ws = reinterpret_cast<u32*>(&w);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if ((ws[e] & E) == E) ws[e] &= 0xffff0000u;
-        if (((ws[e] >> 16) & E) == E) ws[e] &= 0x0000ffffu;
-      }
-      st_shared_v4(sVs + idx * 16, w);
-    }
-  };
-  // O += P V in scalar f32 over the visible keys only (P of key kk from the quad's lane by shfl).
-  auto pv_scalar = [&](u32 sVs, long long k0, bool only_special) {
+  }
+  // O += P V in scalar f32 over the visible keys only (P of key kk from the quad's lane by shfl);
+  // only_special: only the Inf/NaN values of V (the finite ones go through the wgmma).
+  __device__ __forceinline__ void pv_scalar(u32 sVs, long long k0, bool only_special) {
     int kvis[2];
     kvis_of(k0, kvis);
     const int t = lane & 3;
@@ -985,141 +1001,39 @@ __device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __rest
             }
           }
         }
-  };
-
-  if constexpr (PIPE == 0) {
-    wg_load<HD, BM>(sQ, qg, L - q0, D, vec, kg);
-    wg_load<HD, BN>(sK, kg, L, D, vec, kg);
-    wg_load<HD, BN>(sV, vg, L, D, vec, kg);
-    cp_async_commit();
-    if (nkb > 1) {
-      wg_load<HD, BN>(sK + KVBYTES, kg + BN * D, L - BN, D, vec, kg);
-      wg_load<HD, BN>(sV + KVBYTES, vg + BN * D, L - BN, D, vec, kg);
-    }
-    cp_async_commit();
-    for (int kb = 0; kb < nkb; ++kb) {
-      const long long k0 = static_cast<long long>(kb) * BN;
-      const u32 sKs = sK + (kb & 1) * KVBYTES, sVs = sV + (kb & 1) * KVBYTES;
-      cp_async_wait1();  // this thread's copies of K(kb), V(kb) landed
-      fence_proxy_async();
-      __syncthreads();  // everyone's landed and visible to the async proxy
-      const bool bad = (causal && k0 + BN - 1 > q0) ? v_bad(sVs) : false;
-      if (live_of(k0)) {
-        issue_s(sKs);
-        wg_commit();
-        wg_wait<0>();
-        fence_f(s);
-        float alpha[2];
-        softmax(alpha, mask_of(k0), k0);
-        pack_p();
-        rescale(alpha);
-        if (!bad) {
-          issue_pv(sVs);
-          wg_commit();
-          wg_wait<0>();
-          fence_f(oacc);
-          fence_u(p);
-        } else {
-          pv_scalar(sVs, k0, false);
-        }
-      }
-      __syncthreads();  // every warpgroup is done with slot kb & 1
-      if (kb + 2 < nkb) {
-        wg_load<HD, BN>(sKs, kg + (k0 + 2 * BN) * D, L - k0 - 2 * BN, D, vec, kg);
-        wg_load<HD, BN>(sVs, vg + (k0 + 2 * BN) * D, L - k0 - 2 * BN, D, vec, kg);
-      }
-      cp_async_commit();
-    }
-  } else {
-    // Prologue: Q, K(0), V(0), K(1); S(0) and its softmax; then V(1) and K(2) (K(2) reuses K(0)'s slot).
-    wg_load<HD, BM>(sQ, qg, L - q0, D, vec, kg);
-    wg_load<HD, BN>(sK, kg, L, D, vec, kg);
-    wg_load<HD, BN>(sV, vg, L, D, vec, kg);
-    if (nkb > 1) wg_load<HD, BN>(sK + KVBYTES, kg + BN * D, L - BN, D, vec, kg);
-    cp_async_commit();
-    cp_async_wait_all();
-    fence_proxy_async();
-    __syncthreads();
-    issue_s(sK);  // block 0 is live for both warpgroups
-    wg_commit();
-    wg_wait<0>();
-    fence_f(s);
-    {
-      float alpha[2];
-      softmax(alpha, mask_of(0), 0);  // O = 0: nothing to rescale
-      pack_p();
-    }
-    __syncthreads();  // every warpgroup is done with K(0)
-    if (nkb > 1) wg_load<HD, BN>(sV + KVBYTES, vg + BN * D, L - BN, D, vec, kg);
-    if (nkb > 2) wg_load<HD, BN>(sK, kg + 2 * BN * D, L - 2 * BN, D, vec, kg);
-    cp_async_commit();
-    for (int kb = 0; kb < nkb; ++kb) {
-      const long long k0 = static_cast<long long>(kb) * BN, k1 = k0 + BN;
-      const int st = kb & 1;
-      const bool has_next = kb + 1 < nkb;
-      cp_async_wait1();  // K(kb+1) and V(kb) landed
-      fence_proxy_async();
-      __syncthreads();
-      if ((causal && k0 + BN - 1 > q0) && v_bad(sV + st * KVBYTES)) {
-        // Rare (Inf/NaN in V on the diagonal): add p v for the visible non-finite values in scalar,
-        // then zero them in the tile so the masked p = 0 of the wgmma meet only finite values.
-        pv_scalar(sV + st * KVBYTES, k0, true);
-        __syncthreads();
-        v_sanitize(sV + st * KVBYTES);
-        fence_proxy_async();
-        __syncthreads();
-      }
-      // Straight-line wgmma code (no data-dependent branches around it, so ptxas keeps it
-      // asynchronous). On the last iteration S reads a stale slot and its result is discarded.
-      fence_u(p);  // P(kb) is defined before the wgmma below start (no copies sunk between them)
-      fence_f(oacc);
-      issue_s(sK + (st ^ 1) * KVBYTES);
-      wg_commit();
-      issue_pv(sV + st * KVBYTES);
-      wg_commit();
-      float alpha[2];
-      const float m_keep[2] = {m_run[0], m_run[1]}, l_keep[2] = {l_run[0], l_run[1]};
-      wg_wait<1>();  // S(kb+1) done; P V(kb) may still run
-      fence_f(s);
-      softmax(alpha, mask_of(k1), k1);
+  }
+  // o = acc / l for this thread's two rows, rounded to T, into the 128-byte-swizzled tile at dst
+  // (QR rows per column block) at rows r0 + wq * 16 + (lane / 4) (+ 8).
+  template <int QR>
+  __device__ __forceinline__ void store_o(u32 dst, int r0) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        m_run[h] = has_next ? m_run[h] : m_keep[h];
-        l_run[h] = has_next ? l_run[h] : l_keep[h];
-        alpha[h] = has_next ? alpha[h] : 1.f;
+    for (int h = 0; h < 2; ++h) {
+      float l = l_run[h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = 1.f / l;  // l = 0 (nothing visible and finite) gives NaN, as the reference
+      const int r = r0 + wq * 16 + (lane >> 2) + 8 * h;
+#pragma unroll
+      for (int nd = 0; nd < ND; ++nd) {
+        st_shared_u32(
+            dst + (nd >> 3) * (QR * 128) + r * 128 + (((nd & 7) ^ (r & 7)) << 4) + (lane & 3) * 4,
+            pack2(oacc[4 * nd + 2 * h] * inv, oacc[4 * nd + 2 * h + 1] * inv));
       }
-      wg_wait<0>();
-      fence_f(oacc);
-      fence_u(p);
-      rescale(alpha);
-      pack_p();  // P(kb+1), now that P V(kb) no longer reads P(kb)
-      __syncthreads();  // everyone is done with K(kb+1) (slot st^1) and V(kb) (slot st)
-      if (kb + 3 < nkb) wg_load<HD, BN>(sK + (st ^ 1) * KVBYTES, kg + (k0 + 3 * BN) * D, L - k0 - 3 * BN, D, vec, kg);
-      if (kb + 2 < nkb) wg_load<HD, BN>(sV + st * KVBYTES, vg + (k0 + 2 * BN) * D, L - k0 - 2 * BN, D, vec, kg);
-      cp_async_commit();
     }
   }
+};
 
-  // ---- epilogue: o = acc / l, staged through this warpgroup's own Q rows ----
-  cp_async_wait_all();  // the last commit groups are empty
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float l = l_run[h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const float inv = 1.f / l;  // l = 0 (nothing visible and finite) gives NaN, as the reference
-    const int r = wg * 64 + wq * 16 + (lane >> 2) + 8 * h;
-#pragma unroll
-    for (int nd = 0; nd < ND; ++nd) {
-      st_shared_u32(sQ + (nd >> 3) * (BM * 128) + r * 128 + (((nd & 7) ^ (r & 7)) << 4) + (lane & 3) * 4,
-                    pack2(oacc[4 * nd + 2 * h] * inv, oacc[4 * nd + 2 * h + 1] * inv));
-    }
-  }
-  __syncthreads();
-  for (int idx = tid; idx < BM * ND; idx += NTHREADS) {
+// Rows [r_begin, r_end) of the swizzled tile at src (QR rows per column block) to o rows
+// og + r * D, by the NT threads t; rows at or past `rows_valid` and columns >= D are not written.
+template <int HD, int QR, int NT>
+__device__ __forceinline__ void copy_out(T* og, u32 src, int r_begin, int r_end,
+                                         long long rows_valid, long long D, bool vec, int t) {
+  constexpr int ND = HD / 8;
+  for (int idx = r_begin * ND + t; idx < r_end * ND; idx += NT) {
     const int r = idx / ND, ch = idx % ND;
-    if (q0 + r >= L || ch * 8 >= D) continue;
-    const uint4 w = ld_shared_v4(sQ + (ch >> 3) * (BM * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
+    if (r >= rows_valid || ch * 8 >= D) continue;
+    const uint4 w =
+        ld_shared_v4(src + (ch >> 3) * (QR * 128) + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
     T* dst = og + static_cast<long long>(r) * D + ch * 8;
     if (vec) {
       *reinterpret_cast<uint4*>(dst) = w;
@@ -1136,21 +1050,463 @@ __device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __rest
     }
   }
 }
+#endif  // IMPL >= 1
+
+#if IMPL == 1
+// ---- IMPL 1: one (b, h, 128-query block) per CTA, every thread loads with cp.async ----
+// PIPE 0: per key block, S = Q K^T, softmax, O += P V, each waited.
+// PIPE 1: S(kb+1) = Q K(kb+1)^T and O += P(kb) V(kb) are in flight together; the softmax of
+// S(kb+1) runs while P V(kb) is still on the tensor cores, then O is rescaled.
+// Loads (cp.async, all 256 threads, one commit group per iteration, waited with wait_group 1):
+// PIPE 0: K(kb+2), V(kb+2) into the slot of kb after iteration kb. PIPE 1: K(kb+3) and V(kb+2)
+// after iteration kb (K(kb+1) is consumed during iteration kb).
+// Causal: key blocks past the CTA's last row are never visited; a warpgroup skips blocks past its
+// own last row; only blocks that straddle the diagonal (or the end L) are masked. A masked p = 0
+// multiplied by an Inf/NaN V value would give NaN where the reference never looks, so in blocks
+// straddling the diagonal whose V tile holds a non-finite value (CTA-wide vote) P V is done in
+// scalar f32 over the visible keys only (rare: adversarial inputs).
+template <int HD>
+__device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __restrict__ k,
+                                        const T* __restrict__ v, T* __restrict__ o, long long L,
+                                        long long D, bool causal, float scale,
+                                        unsigned char* smem) {
+  constexpr u32 QBYTES = BM * HD * 2, KVBYTES = BN * HD * 2;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const long long bh = blockIdx.x;
+  const long long q0 = static_cast<long long>(gridDim.y - 1 - blockIdx.y) * BM;  // heaviest first
+  const T* qg = q + (bh * L + q0) * D;
+  const T* kg = k + bh * L * D;
+  const T* vg = v + bh * L * D;
+  T* og = o + (bh * L + q0) * D;
+  const bool vec =
+      (D % 8 == 0) &&
+      ((reinterpret_cast<unsigned long long>(q) | reinterpret_cast<unsigned long long>(k) |
+        reinterpret_cast<unsigned long long>(v) | reinterpret_cast<unsigned long long>(o)) %
+           16 ==
+       0);
+  const u32 sQ = (smem_addr(smem) + 1023u) & ~1023u;
+  const u32 sK = sQ + QBYTES, sV = sK + 2 * KVBYTES;  // slot s of K / V at + s * KVBYTES
+  const long long kend = causal ? (q0 + BM < L ? q0 + BM : L) : L;
+  const int nkb = static_cast<int>((kend + BN - 1) / BN);
+  const u32 sQw = sQ + wg * (64 * 128);  // this warpgroup's 64 rows in each column block
+  WgRows<HD> r(L, causal, scale, lane, warp & 3);
+  r.start(q0 + wg * 64);
+  auto load = [&](u32 dst, const T* g, long long rows_valid) {
+    wg_load<HD, BN, NTHREADS>(dst, g, rows_valid, D, vec, kg, tid);
+  };
+
+  if constexpr (PIPE == 0) {
+    wg_load<HD, BM, NTHREADS>(sQ, qg, L - q0, D, vec, kg, tid);
+    load(sK, kg, L);
+    load(sV, vg, L);
+    cp_async_commit();
+    if (nkb > 1) {
+      load(sK + KVBYTES, kg + BN * D, L - BN);
+      load(sV + KVBYTES, vg + BN * D, L - BN);
+    }
+    cp_async_commit();
+    for (int kb = 0; kb < nkb; ++kb) {
+      const long long k0 = static_cast<long long>(kb) * BN;
+      const u32 sKs = sK + (kb & 1) * KVBYTES, sVs = sV + (kb & 1) * KVBYTES;
+      cp_async_wait1();  // this thread's copies of K(kb), V(kb) landed
+      fence_proxy_async();
+      __syncthreads();  // everyone's landed and visible to the async proxy
+      const bool bad = (causal && k0 + BN - 1 > q0) ? v_tile_nonfinite<HD>(sVs, tid) : false;
+      if (r.live(k0)) {
+        r.template issue_s<BM>(sQw, sKs);
+        wg_commit();
+        wg_wait<0>();
+        fence_f(r.s);
+        float alpha[2];
+        r.softmax(alpha, r.needs_mask(k0), k0);
+        r.pack_p();
+        r.rescale(alpha);
+        if (!bad) {
+          r.issue_pv(sVs);
+          wg_commit();
+          wg_wait<0>();
+          fence_f(r.oacc);
+          fence_u(r.p);
+        } else {
+          r.pv_scalar(sVs, k0, false);
+        }
+      }
+      __syncthreads();  // every warpgroup is done with slot kb & 1
+      if (kb + 2 < nkb) {
+        load(sKs, kg + (k0 + 2 * BN) * D, L - k0 - 2 * BN);
+        load(sVs, vg + (k0 + 2 * BN) * D, L - k0 - 2 * BN);
+      }
+      cp_async_commit();
+    }
+  } else {
+    // Prologue: Q, K(0), V(0), K(1); S(0) and its softmax; then V(1) and K(2) (K(2) reuses K(0)'s slot).
+    wg_load<HD, BM, NTHREADS>(sQ, qg, L - q0, D, vec, kg, tid);
+    load(sK, kg, L);
+    load(sV, vg, L);
+    if (nkb > 1) load(sK + KVBYTES, kg + BN * D, L - BN);
+    cp_async_commit();
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads();
+    r.template issue_s<BM>(sQw, sK);  // block 0 is live for both warpgroups
+    wg_commit();
+    wg_wait<0>();
+    fence_f(r.s);
+    {
+      float alpha[2];
+      r.softmax(alpha, r.needs_mask(0), 0);  // O = 0: nothing to rescale
+      r.pack_p();
+    }
+    __syncthreads();  // every warpgroup is done with K(0)
+    if (nkb > 1) load(sV + KVBYTES, vg + BN * D, L - BN);
+    if (nkb > 2) load(sK, kg + 2 * BN * D, L - 2 * BN);
+    cp_async_commit();
+    for (int kb = 0; kb < nkb; ++kb) {
+      const long long k0 = static_cast<long long>(kb) * BN, k1 = k0 + BN;
+      const int st = kb & 1;
+      const bool has_next = kb + 1 < nkb;
+      cp_async_wait1();  // K(kb+1) and V(kb) landed
+      fence_proxy_async();
+      __syncthreads();
+      if ((causal && k0 + BN - 1 > q0) && v_tile_nonfinite<HD>(sV + st * KVBYTES, tid)) {
+        // Rare (Inf/NaN in V on the diagonal): add p v for the visible non-finite values in scalar,
+        // then zero them in the tile so the masked p = 0 of the wgmma meet only finite values.
+        r.pv_scalar(sV + st * KVBYTES, k0, true);
+        __syncthreads();
+        v_tile_sanitize<HD>(sV + st * KVBYTES, tid);
+        fence_proxy_async();
+        __syncthreads();
+      }
+      // Straight-line wgmma code (no data-dependent branches around it, so ptxas keeps it
+      // asynchronous). On the last iteration S reads a stale slot and its result is discarded.
+      fence_u(r.p);  // P(kb) is defined before the wgmma below start (no copies sunk between them)
+      fence_f(r.oacc);
+      r.template issue_s<BM>(sQw, sK + (st ^ 1) * KVBYTES);
+      wg_commit();
+      r.issue_pv(sV + st * KVBYTES);
+      wg_commit();
+      float alpha[2];
+      const float m_keep[2] = {r.m_run[0], r.m_run[1]}, l_keep[2] = {r.l_run[0], r.l_run[1]};
+      wg_wait<1>();  // S(kb+1) done; P V(kb) may still run
+      fence_f(r.s);
+      r.softmax(alpha, r.needs_mask(k1), k1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        r.m_run[h] = has_next ? r.m_run[h] : m_keep[h];
+        r.l_run[h] = has_next ? r.l_run[h] : l_keep[h];
+        alpha[h] = has_next ? alpha[h] : 1.f;
+      }
+      wg_wait<0>();
+      fence_f(r.oacc);
+      fence_u(r.p);
+      r.rescale(alpha);
+      r.pack_p();       // P(kb+1), now that P V(kb) no longer reads P(kb)
+      __syncthreads();  // everyone is done with K(kb+1) (slot st^1) and V(kb) (slot st)
+      if (kb + 3 < nkb) load(sK + (st ^ 1) * KVBYTES, kg + (k0 + 3 * BN) * D, L - k0 - 3 * BN);
+      if (kb + 2 < nkb) load(sV + st * KVBYTES, vg + (k0 + 2 * BN) * D, L - k0 - 2 * BN);
+      cp_async_commit();
+    }
+  }
+
+  // ---- epilogue: o = acc / l, staged through this warpgroup's own Q rows ----
+  cp_async_wait_all();  // the last commit groups are empty
+  r.template store_o<BM>(sQ, wg * 64);
+  __syncthreads();
+  copy_out<HD, BM, NTHREADS>(og, sQ, 0, BM, L - q0, D, vec, tid);
+}
 #endif  // IMPL == 1
 
-extern "C" __global__ void __launch_bounds__(NTHREADS)
+#if IMPL == 2
+// ---- IMPL 2: FlashAttention-3 structure ----
+// Three warpgroups: two consumers (warps 0-7, 64 query rows each, as IMPL 1) and one producer
+// (warps 8-11) that fills shared memory ahead of them, so the consumers issue no loads and never
+// wait for one another except where they share a tile:
+// - Producer: one thread issues TMA boxes (4-d maps over [B, H, L, D]: rows past L and columns
+//   past D arrive as zeros). Where the maps could not be encoded (D % 8 != 0 or an unaligned
+//   pointer) its 128 threads load with cp.async or plain stores instead, arriving on the same
+//   mbarriers. It keeps setmaxnreg 40 registers; the consumers take 232.
+// - mbarriers: Q full/empty; per K/V slot (two of each) separate K full, V full, K empty and
+//   V empty, so S = Q K^T can start before V has landed and K's slot refills as soon as S is done.
+//   An empty barrier counts one arrival per consumer warp.
+// - Consumers run IMPL 1's PIPE 1 loop: S(kb+1) and P V(kb) in flight together, the softmax of
+//   S(kb+1) overlapping P V(kb) (intra-warpgroup overlap). PING 1 adds FA3's ping-pong: named
+//   barriers 4 and 5 let one warpgroup issue its GEMMs while the other does its softmax.
+// - Tiles: PERS 0, one (b, h, 128-query block) per CTA, heaviest query blocks launched first.
+//   PERS 1: min(tiles, 132) persistent CTAs walk the tiles heaviest first in a zigzag (round r
+//   gives CTA c position r * G + c, or r * G + G - 1 - c on odd rounds), which evens out the
+//   causal work per CTA; the producer loads the next tile's Q and K/V while the consumers finish
+//   the last one, and the output leaves through its own shared-memory tile.
+// Causal: with BN = BM = 128 every visited key block is live for both warpgroups; only the diagonal
+// block (and the end L) is masked, and there non-finite V values take IMPL 1's scalar path.
+static_assert(BN == 128 && PIPE == 1,
+              "IMPL 2: BN 128 (both warpgroups see every key block), PIPE 1");
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// The box of `map` at (c0 = column, c1 = row, c2 = head, c3 = batch) into dst, completing its
+// bytes on `bar`.
+__device__ __forceinline__ void tma_load_4d(u32 dst, const kiln_tensor_map& map, int c0, int c1,
+                                            int c2, int c3, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, "
+      "%4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int n) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+
+// Calls body(bh, q0) for each tile of this CTA, in order (see PERS above).
+template <typename Body>
+__device__ __forceinline__ void for_tiles(long long BH, long long L, Body&& body) {
+  const long long nqb = (L + BM - 1) / BM;
+  if constexpr (PERS == 0) {
+    body(static_cast<long long>(blockIdx.x),
+         static_cast<long long>(gridDim.y - 1 - blockIdx.y) * BM);
+  } else {
+    const long long tiles = BH * nqb, G = gridDim.x, cta = blockIdx.x;
+    for (long long r = 0; r * G < tiles; ++r) {
+      const long long pos = r * G + ((r & 1) ? G - 1 - cta : cta);
+      if (pos >= tiles) continue;
+      body(pos % BH, (nqb - 1 - pos / BH) * BM);
+    }
+  }
+}
+
+template <int HD>
+__device__ __forceinline__ void attn_fa3(const T* __restrict__ q, const T* __restrict__ k,
+                                         const T* __restrict__ v, T* __restrict__ o, long long H,
+                                         long long BH, long long L, long long D, bool causal,
+                                         float scale, unsigned char* smem,
+                                         const kiln_tensor_map& q_tiles,
+                                         const kiln_tensor_map& k_tiles,
+                                         const kiln_tensor_map& v_tiles) {
+  constexpr u32 QBYTES = BM * HD * 2, KVBYTES = BN * HD * 2;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  // The maps exist (kiln encodes them when D * sizeof(T) is a multiple of 16) and every base is
+  // 16-byte aligned: TMA loads and 16-byte stores; otherwise the cp.async / plain-store path.
+  const bool tma = (D % 8 == 0) && ((reinterpret_cast<u64>(q) | reinterpret_cast<u64>(k) |
+                                     reinterpret_cast<u64>(v) | reinterpret_cast<u64>(o)) %
+                                        16 ==
+                                    0);
+  const u32 sQ = (smem_addr(smem) + 1023u) & ~1023u;
+  const u32 sK = sQ + QBYTES, sV = sK + 2 * KVBYTES, sO = sV + 2 * KVBYTES;
+  const u32 bars = sO + QBYTES;  // q_full, q_empty, k_full[2], v_full[2], k_empty[2], v_empty[2]
+  const u32 q_full = bars, q_empty = bars + 8, k_full = bars + 16, v_full = bars + 32,
+            k_empty = bars + 48, v_empty = bars + 64;
+  auto nkb_of = [&](long long q0) {
+    const long long kend = causal ? (q0 + BM < L ? q0 + BM : L) : L;
+    return static_cast<int>((kend + BN - 1) / BN);
+  };
+  if (tid == 0) {
+    mbar_init(q_full, tma ? 1 : 128);
+    mbar_init(q_empty, 8);
+    for (int s = 0; s < 2; ++s) {
+      mbar_init(k_full + 8 * s, tma ? 1 : 128);
+      mbar_init(v_full + 8 * s, tma ? 1 : 128);
+      mbar_init(k_empty + 8 * s, 8);
+      mbar_init(v_empty + 8 * s, 8);
+    }
+  }
+  __syncthreads();
+
+  if (wg == 2) {
+    // ---- producer ----
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    const int pt = tid - 256;
+    if (tma && pt != 0) return;
+    int g = 0, n = 0;  // key blocks loaded and tiles started so far (slots and phases run on)
+    for_tiles(BH, L, [&](long long bh, long long q0) {
+      const int nkb = nkb_of(q0);
+      const int b = static_cast<int>(bh / H), h = static_cast<int>(bh % H);
+      const long long base = bh * L * D;
+      if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
+      if (tma) {
+        mbar_arrive_expect_tx(q_full, QBYTES);
+#pragma unroll
+        for (int cb = 0; cb < HD / 64; ++cb)
+          tma_load_4d(sQ + cb * (BM * 128), q_tiles, 64 * cb, q0, h, b, q_full);
+      } else {
+        wg_load<HD, BM, 128>(sQ, q + base + q0 * D, L - q0, D, false, q, pt);
+        fence_proxy_async();
+        mbar_arrive(q_full);
+      }
+      for (int kb = 0; kb < nkb; ++kb, ++g) {
+        const int s = g & 1;
+        const long long k0 = static_cast<long long>(kb) * BN;
+        for (int part = 0; part < 2; ++part) {  // K, then V
+          const u32 full = (part ? v_full : k_full) + 8 * s, dst = (part ? sV : sK) + s * KVBYTES;
+          if (g >= 2) mbar_wait((part ? v_empty : k_empty) + 8 * s, ((g >> 1) - 1) & 1);
+          if (tma) {
+            mbar_arrive_expect_tx(full, KVBYTES);
+#pragma unroll
+            for (int cb = 0; cb < HD / 64; ++cb)
+              tma_load_4d(dst + cb * (BN * 128), part ? v_tiles : k_tiles, 64 * cb,
+                          static_cast<int>(k0), h, b, full);
+          } else {
+            wg_load<HD, BN, 128>(dst, (part ? v : k) + base + k0 * D, L - k0, D, false, q, pt);
+            fence_proxy_async();
+            mbar_arrive(full);
+          }
+        }
+      }
+      ++n;
+    });
+    return;
+  }
+
+  // ---- consumers ----
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const u32 sQw = sQ + wg * (64 * 128);
+  WgRows<HD> r(L, causal, scale, lane, warp & 3);
+  auto release = [&](u32 bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+  auto ping_wait = [&]() {
+    if constexpr (PING) named_sync(4 + wg, 256);
+  };
+  auto ping_signal = [&]() {
+    if constexpr (PING) named_arrive(4 + (wg ^ 1), 256);
+  };
+  if (PING && wg == 1) named_arrive(4, 256);  // warpgroup 0 issues first
+  int g = 0, n = 0;
+  for_tiles(BH, L, [&](long long bh, long long q0) {
+    const int nkb = nkb_of(q0);
+    r.start(q0 + wg * 64);
+    auto wait_k = [&](int kb) { mbar_wait(k_full + 8 * ((g + kb) & 1), ((g + kb) >> 1) & 1); };
+    auto wait_v = [&](int kb) { mbar_wait(v_full + 8 * ((g + kb) & 1), ((g + kb) >> 1) & 1); };
+    auto k_slot = [&](int kb) { return sK + ((g + kb) & 1) * KVBYTES; };
+    auto v_slot = [&](int kb) { return sV + ((g + kb) & 1) * KVBYTES; };
+    mbar_wait(q_full, n & 1);
+    wait_k(0);
+    ping_wait();
+    r.template issue_s<BM>(sQw, k_slot(0));
+    wg_commit();
+    ping_signal();
+    wg_wait<0>();
+    fence_f(r.s);
+    {
+      float alpha[2];
+      r.softmax(alpha, r.needs_mask(0), 0);  // O = 0: nothing to rescale
+      r.pack_p();
+    }
+    if (nkb > 1) release(k_empty + 8 * (g & 1));
+    for (int kb = 0; kb < nkb; ++kb) {
+      const long long k0 = static_cast<long long>(kb) * BN, k1 = k0 + BN;
+      const bool has_next = kb + 1 < nkb;
+      const int kn = has_next ? kb + 1 : kb;  // the last S re-reads K(kb) and is discarded
+      if (has_next) wait_k(kb + 1);
+      wait_v(kb);
+      if (causal && k0 + BN - 1 > q0 && v_tile_nonfinite<HD>(v_slot(kb), tid)) {
+        // Rare (Inf/NaN in V on the diagonal): as IMPL 1 PIPE 1, over both warpgroups.
+        r.pv_scalar(v_slot(kb), k0, true);
+        consumer_sync();
+        v_tile_sanitize<HD>(v_slot(kb), tid);
+        fence_proxy_async();
+        consumer_sync();
+      }
+      fence_u(r.p);
+      fence_f(r.oacc);
+      ping_wait();
+      r.template issue_s<BM>(sQw, k_slot(kn));
+      wg_commit();
+      r.issue_pv(v_slot(kb));
+      wg_commit();
+      ping_signal();
+      float alpha[2];
+      const float m_keep[2] = {r.m_run[0], r.m_run[1]}, l_keep[2] = {r.l_run[0], r.l_run[1]};
+      wg_wait<1>();  // S(kn) done; P V(kb) may still run
+      fence_f(r.s);
+      if (!has_next || kn != nkb - 1) release(k_empty + 8 * ((g + kn) & 1));
+      r.softmax(alpha, r.needs_mask(k1), k1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        r.m_run[h] = has_next ? r.m_run[h] : m_keep[h];
+        r.l_run[h] = has_next ? r.l_run[h] : l_keep[h];
+        alpha[h] = has_next ? alpha[h] : 1.f;
+      }
+      wg_wait<0>();
+      fence_f(r.oacc);
+      fence_u(r.p);
+      release(v_empty + 8 * ((g + kb) & 1));
+      r.rescale(alpha);
+      r.pack_p();
+    }
+    release(q_empty);
+    g += nkb;
+    ++n;
+    // Epilogue through sO: this warpgroup's rows, then its 128 threads store them.
+    named_sync(2 + wg, 128);  // the previous tile's rows have left sO
+    r.template store_o<BM>(sO, wg * 64);
+    named_sync(2 + wg, 128);
+    copy_out<HD, BM, 128>(o + (bh * L + q0) * D, sO, wg * 64, wg * 64 + 64, L - q0, D, tma,
+                          tid & 127);
+  });
+  if (PING && wg == 0) named_sync(4, 256);  // warpgroup 1's last signal
+}
+#endif  // IMPL == 2
+
+#if IMPL == 2
+#define KILN_TMA_PARAMS                                \
+  , const __grid_constant__ kiln_tensor_map q_tiles,   \
+      const __grid_constant__ kiln_tensor_map k_tiles, \
+      const __grid_constant__ kiln_tensor_map v_tiles
+#define KILN_LAUNCH_BOUNDS __launch_bounds__(NTHREADS, 1)
+#else
+#define KILN_TMA_PARAMS
+#define KILN_LAUNCH_BOUNDS __launch_bounds__(NTHREADS)
+#endif
+
+extern "C" __global__ void KILN_LAUNCH_BOUNDS
 flash_attention(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                T* __restrict__ o, long long B, long long H, long long L, long long D, long long MASK,
-                float scale) {
+                T* __restrict__ o, long long B, long long H, long long L, long long D,
+                long long MASK, float scale KILN_TMA_PARAMS) {
   extern __shared__ __align__(128) unsigned char smem[];
   const bool causal = MASK == 2;  // kiln dims are positive: MASK 1 = none, 2 = causal
-#if IMPL == 1
+#if IMPL == 2
+  if (D <= 64)
+    attn_fa3<64>(q, k, v, o, H, B * H, L, D, causal, scale, smem, q_tiles, k_tiles, v_tiles);
+  else if (D <= 128)
+    attn_fa3<128>(q, k, v, o, H, B * H, L, D, causal, scale, smem, q_tiles, k_tiles, v_tiles);
+  else
+    for_tiles(B * H, L, [&](long long bh, long long q0) {
+      attn_generic(q, k, v, o, L, D, causal, scale, bh, q0);
+    });
+#elif IMPL == 1
   if (D <= 64) attn_wg<64>(q, k, v, o, L, D, causal, scale, smem);
   else if (D <= 128) attn_wg<128>(q, k, v, o, L, D, causal, scale, smem);
-  else attn_generic(q, k, v, o, L, D, causal, scale);
+  else
+    attn_generic(q, k, v, o, L, D, causal, scale, blockIdx.x,
+                 static_cast<long long>(gridDim.y - 1 - blockIdx.y) * BM);
 #else
   if (D <= 64) attn_tile<64>(q, k, v, o, L, D, causal, scale, smem);
   else if (D <= 128) attn_tile<128>(q, k, v, o, L, D, causal, scale, smem);
-  else attn_generic(q, k, v, o, L, D, causal, scale);
+  else
+    attn_generic(q, k, v, o, L, D, causal, scale, blockIdx.x,
+                 static_cast<long long>(gridDim.y - 1 - blockIdx.y) * BM);
 #endif
 }
