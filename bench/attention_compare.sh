@@ -48,7 +48,7 @@ for r in rows:
     dtype = r["shape"].split("dtype=")[1]
     s, backend = sdpa(dtype)
     k = r["median_us"] if r["outcome"] == "verified" else None
-    short = ",".join(p for p in r["params"].split(",") if p.split("=")[0] in ("IMPL", "PIPE", "PING", "PERS"))
+    short = ",".join(p for p in r["params"].split(",") if p.split("=")[0] in ("IMPL", "PIPE", "PING", "PERS", "STAGES"))
     f = lambda v: "%.1f" % v if v else "-"
     ratio = "%.3fx" % (s / k) if s and k else "-"
     print("| %s | %s | %s | %s | %s (%s) | %s |" % (dtype, short, r["outcome"], f(k), f(s), backend, ratio))

@@ -1,7 +1,9 @@
 # The best configuration of each built-in target on an H100, as `kiln run` crowned them
 # (bench/results/2026-11-24-H100-kiln-run-nine-targets.md) and the hardening re-verified them
 # (bench/results/2026-11-24-H100-step7-hardening.md); matmul: PERS 2 from
-# bench/results/2026-11-25-H100-step13-tma-store.md. Sourced by the lease scripts: ${best[T]}.
+# bench/results/2026-11-25-H100-step13-tma-store.md; flash_attention: the FA3 variant from
+# bench/results/2026-11-28-H200-fa3.md (kiln run crowned it on the H200). Sourced by the lease
+# scripts: ${best[T]}.
 # shellcheck disable=SC2034
 declare -A best=(
   [rmsnorm]="BLOCK=512,ELEMS=16,HINT=0,ROWS=1,WREG=0"
@@ -11,6 +13,6 @@ declare -A best=(
   [rotary_embedding]="BLOCK=128,HINT=0,HT=2,MINB=0,TX=8,UNR=2,VB=16"
   [cross_entropy]="BLOCK=1024,OCC=1,UNROLL=2"
   [matmul]="BK=64,BM=128,BN=256,CL=0,GROUP_M=16,IMPL=1,PERS=2,SK=1,STAGES=4,TMA=1,WM=1,WN=1"
-  [flash_attention]="BN=128,IMPL=1,PIPE=0,RM=1,STAGES=2,WARPS=8"
+  [flash_attention]="BN=128,IMPL=2,PERS=1,PIPE=1,PING=1,RM=1,STAGES=2,WARPS=8"
   [fused_mlp]="ARCH=1,BN=256,GRID=132,NG=2,STAGES=4,WG=2,WIDE=0"
 )
