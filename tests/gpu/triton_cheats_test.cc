@@ -10,19 +10,15 @@
 
 #ifdef KILN_HAVE_CUDA
 
-#include <memory>
 #include <set>
 #include <string>
 
-#include "evaluator/cuda/cuda_probe.h"
-#include "evaluator/evaluation.h"
 #include "evaluator/evaluation_wire.h"
-#include "evaluator/toolchain.h"
 #include "evaluator/triton/python_scan.h"
 #include "evaluator/triton/triton_compiler.h"
 #include "shared/target_spec.h"
 #include "tests/support/cheat_cases.h"
-#include "tests/support/test_env.h"
+#include "tests/support/gpu_cheat_suite.h"
 
 namespace kiln::eval {
 namespace {
@@ -66,76 +62,13 @@ std::string cheat_path(const char* file) {
   return testing::source_root() + "/tests/cheats/triton/" + file;
 }
 
-class TritonCheats : public ::testing::TestWithParam<CheatCase> {
- protected:
-  static void SetUpTestSuite() {
-    cuda::CudaProbe probe = cuda::probe_cuda();
-    if (!probe.driver_loaded || probe.gpus.empty()) {
-      no_gpu_ = !probe.driver_error.empty() ? probe.driver_error : "no devices";
-      return;
-    }
-    dir_ = new testing::TempDir();
-    Result<TargetSpec> target = load_target(testing::source_root() + "/targets/rmsnorm");
-    if (!target.is_ok()) {
-      setup_error_ = target.status().to_string();
-      return;
-    }
-    target_ = new TargetSpec(std::move(target).value());
-    auto toolchain = Toolchain::create("triton", dir_->path());
-    if (!toolchain.is_ok()) {
-      no_gpu_ = "a GPU but no Triton: " + toolchain.status().to_string();
-      return;
-    }
-    toolchain_ = std::move(toolchain).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete toolchain_;
-    delete target_;
-    delete dir_;
-    toolchain_ = nullptr;
-    target_ = nullptr;
-    dir_ = nullptr;
-  }
-  void SetUp() override {
-    if (!no_gpu_.empty()) GTEST_SKIP() << "no CUDA GPU: " << no_gpu_;
-    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
-  }
-
-  static inline testing::TempDir* dir_ = nullptr;
-  static inline TargetSpec* target_ = nullptr;
-  static inline Toolchain* toolchain_ = nullptr;
-  static inline std::string no_gpu_;
-  static inline std::string setup_error_;
+struct TritonBackend {
+  static constexpr const char* kName = "triton";
+  static constexpr bool kToolchainOptional = true;  // Triton is an optional install
 };
+class TritonCheats : public testing::GpuCheatSuite<TritonBackend> {};
 
-TEST_P(TritonCheats, IsCaughtAtItsStage) {
-  const CheatCase& c = GetParam();
-  CandidateSpec candidate;
-  candidate.label = c.file;
-  candidate.source = testing::read_text(cheat_path(c.file));
-  ASSERT_FALSE(candidate.source.empty()) << "cannot read " << cheat_path(c.file);
-  const BackendSpec* triton = target_->backend("triton");
-  ASSERT_NE(triton, nullptr);
-  candidate.geometry = &triton->seed;
-  candidate.kernel_name = "rmsnorm_seed";
-  candidate.params = triton->seed.defines;
-
-  EvaluatorOptions options;
-  options.kiln_binary = testing::kiln_binary();
-  options.cache_dir = dir_->path();
-  options.gpu = 0;
-  options.phase_timeout_ms = 3000;  // the hang case ends quickly
-  options.benchmark_override = Shape{{"M", 256}, {"N", 1024}};
-  options.min_samples = 10;
-  options.max_timing_ms = 200;
-  options.time = true;
-  options.bandwidth_bytes_per_s = c.bandwidth_bytes_per_s;
-  auto evaluator = CandidateEvaluator::create(*target_, "triton", toolchain_->compiler(), options);
-  ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
-
-  proto::EvaluationResult r = (*evaluator)->evaluate(candidate, c.dtype);
-  testing::expect_caught_as_described(c, r);
-}
+TEST_P(TritonCheats, IsCaughtAtItsStage) { expect_caught(GetParam(), cheat_path(GetParam().file)); }
 
 INSTANTIATE_TEST_SUITE_P(Threats, TritonCheats, ::testing::ValuesIn(kTritonCheats),
                          testing::cheat_case_name);

@@ -1,7 +1,8 @@
 // The cheating-kernel regression suite's shared parts (docs/threats.md, "Rules the harness keeps"):
 // one case per cheat kernel under tests/cheats/<backend>/, with the outcome and the failing stage
 // the evaluator must report, and the check of an EvaluationResult against it. Used by
-// tests/evaluator/cheats_test.cc (cpu, CI) and tests/gpu/cuda_cheats_test.cc (cuda, GPU machines).
+// tests/evaluator/cheats_test.cc (cpu, CI) and, through tests/support/gpu_cheat_suite.h, by
+// tests/gpu/cuda_cheats_test.cc and triton_cheats_test.cc (GPU machines).
 #pragma once
 
 #include <gtest/gtest.h>
