@@ -167,12 +167,7 @@ std::string compile_seed(const TargetSpec& t, std::string* note) {
     return "";
   }
   const BackendSpec& b = *t.backend("triton");
-  eval::CandidateSpec c;
-  c.label = "seed";
-  c.source = b.seed.source;
-  c.kernel_name = b.seed.kernel_name;
-  c.params = b.seed.defines;
-  c.geometry = &b.seed;
+  const eval::CandidateSpec c = eval::candidate_of(b.seed, "seed", b.seed.defines);
   Result<eval::CompileRequest> req =
       eval::build_compile_request(t, "triton", "sm_90a", c, b.dtypes.front());
   if (!req.is_ok()) return req.status().message();

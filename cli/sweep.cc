@@ -45,9 +45,9 @@ int run_sweep(const SweepArgs& a, eval::CandidateEvaluator& evaluator, eval::Com
     return 2;
   }
   auto candidate = [&](const std::map<std::string, std::string>& params) {
-    eval::CandidateSpec c{a.label, a.source.empty() ? a.spec->source : a.source,
-                          a.kernel_name.empty() ? a.spec->kernel_name : a.kernel_name, params,
-                          a.spec};
+    eval::CandidateSpec c = eval::candidate_of(*a.spec, a.label, params);
+    if (!a.source.empty()) c.source = a.source;
+    if (!a.kernel_name.empty()) c.kernel_name = a.kernel_name;
     return c;
   };
   std::fprintf(progress, "sweeping %zu configurations of %s's template (%s)%s\n", configs.size(),

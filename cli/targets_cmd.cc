@@ -110,12 +110,7 @@ int check_kernel(const TargetSpec& t, const std::string& backend, const BackendS
       ++problems;
     }
   }
-  eval::CandidateSpec c;
-  c.label = label;
-  c.source = spec.source;
-  c.kernel_name = spec.kernel_name;
-  c.params = params;
-  c.geometry = &spec;
+  const eval::CandidateSpec c = eval::candidate_of(spec, label, params);
   for (DType d : b.dtypes) {
     Result<eval::CompileRequest> req = eval::build_compile_request(t, backend, arch, c, d);
     if (!req.is_ok()) {

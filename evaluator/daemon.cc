@@ -144,9 +144,8 @@ class Worker {
     if (tunable && !b->tunable)
       return failed_precondition("target '" + task.target + "' has no template here");
     const KernelSpec& spec = tunable ? *b->tunable : b->seed;
-    Prepared p{ev,
-               CandidateSpec{task.candidate_id, task.source, spec.kernel_name, spec.defines, &spec},
-               b->dtypes.front()};
+    Prepared p{ev, candidate_of(spec, task.candidate_id, spec.defines), b->dtypes.front()};
+    p.candidate.source = task.source;
     for (const auto& [k, v] : task.params) p.candidate.params[k] = v;
     p.candidate.profile = task.profile;
     if (!task.shape.empty()) p.candidate.shape = task.shape;

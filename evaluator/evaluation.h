@@ -72,6 +72,20 @@ struct CandidateSpec {
   double early_stop_us = 0;
 };
 
+// The candidate that runs `kernel` (a target's seed or template) as the target declares it: its
+// source and entry point, launched with its geometry, with `params` as -D values (the seed's
+// defines, or a configuration of the template).
+inline CandidateSpec candidate_of(const KernelSpec& kernel, std::string label,
+                                  std::map<std::string, std::string> params) {
+  CandidateSpec c;
+  c.label = std::move(label);
+  c.source = kernel.source;
+  c.kernel_name = kernel.kernel_name;
+  c.params = std::move(params);
+  c.geometry = &kernel;
+  return c;
+}
+
 // Progress lines for humans ("smoke: passed (1 case)"); may be empty.
 using ProgressFn = std::function<void(const std::string&)>;
 

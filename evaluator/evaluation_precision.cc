@@ -25,13 +25,7 @@ constexpr double kRoundingUnits = 2;
 
 CandidateSpec CandidateEvaluator::Impl::seed_candidate() const {
   const KernelSpec& seed = target.backend(backend)->seed;
-  CandidateSpec c;
-  c.label = "seed";
-  c.source = seed.source;
-  c.kernel_name = seed.kernel_name;
-  c.params = seed.defines;
-  c.geometry = &target.backend(backend)->seed;
-  return c;
+  return candidate_of(seed, "seed", seed.defines);
 }
 
 bool CandidateEvaluator::Impl::is_seed(const CandidateSpec& c) const {

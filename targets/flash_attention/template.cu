@@ -954,6 +954,18 @@ struct WgRows {
       l_run[h] = l_run[h] * alpha[h] + (ls0 + ls1);
     }
   }
+  // The softmax of S = Q K(k1)^T where a block k1 exists (has_next); on the last iteration S holds
+  // a product that is discarded: m and l stay as they are and alpha = 1.
+  __device__ __forceinline__ void softmax_next(float (&alpha)[2], long long k1, bool has_next) {
+    const float m_keep[2] = {m_run[0], m_run[1]}, l_keep[2] = {l_run[0], l_run[1]};
+    softmax(alpha, needs_mask(k1), k1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m_run[h] = has_next ? m_run[h] : m_keep[h];
+      l_run[h] = has_next ? l_run[h] : l_keep[h];
+      alpha[h] = has_next ? alpha[h] : 1.f;
+    }
+  }
   __device__ __forceinline__ void pack_p() {
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
@@ -1186,16 +1198,9 @@ __device__ __forceinline__ void attn_wg(const T* __restrict__ q, const T* __rest
       r.issue_pv(sV + st * KVBYTES);
       wg_commit();
       float alpha[2];
-      const float m_keep[2] = {r.m_run[0], r.m_run[1]}, l_keep[2] = {r.l_run[0], r.l_run[1]};
       wg_wait<1>();  // S(kb+1) done; P V(kb) may still run
       fence_f(r.s);
-      r.softmax(alpha, r.needs_mask(k1), k1);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        r.m_run[h] = has_next ? r.m_run[h] : m_keep[h];
-        r.l_run[h] = has_next ? r.l_run[h] : l_keep[h];
-        alpha[h] = has_next ? alpha[h] : 1.f;
-      }
+      r.softmax_next(alpha, k1, has_next);
       wg_wait<0>();
       fence_f(r.oacc);
       fence_u(r.p);
@@ -1438,17 +1443,10 @@ __device__ __forceinline__ void attn_fa3(const T* __restrict__ q, const T* __res
       wg_commit();
       ping_signal();
       float alpha[2];
-      const float m_keep[2] = {r.m_run[0], r.m_run[1]}, l_keep[2] = {r.l_run[0], r.l_run[1]};
       wg_wait<1>();  // S(kn) done; P V(kb) may still run
       fence_f(r.s);
       if (!has_next || kn != nkb - 1) release(k_empty + 8 * ((g + kn) & 1));
-      r.softmax(alpha, r.needs_mask(k1), k1);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        r.m_run[h] = has_next ? r.m_run[h] : m_keep[h];
-        r.l_run[h] = has_next ? r.l_run[h] : l_keep[h];
-        alpha[h] = has_next ? alpha[h] : 1.f;
-      }
+      r.softmax_next(alpha, k1, has_next);
       wg_wait<0>();
       fence_f(r.oacc);
       fence_u(r.p);
