@@ -525,12 +525,30 @@ class Timer:
         return {"device": self.device, "flush_bytes": (int(a.flush_mb) << 20) if self.cuda else 0,
                 "flush_us": self.flush_us, "warmup": a.warmup, "min_samples": a.min_reps,
                 "max_samples": a.reps, "max_ms": a.max_ms, "target_noise_rel": a.target_noise,
+                "noisy_rel": a.noisy_rel, "noisy_retries": a.noisy_retries,
                 "input_sets": a.sets, "throttle_fraction": 0.95,
                 "sm_clock_read": self.clock_ok, "pad_us": a.pad_us,
                 "timer": "CUDA events around one call, device synchronize after" if self.cuda
                          else "host perf_counter (cpu test mode; not comparable)"}
 
     def time(self, fn, sets):
+        """Times fn as kiln times a kernel. A set whose IQR is over --noisy-rel of its median is
+        timed again, up to --noisy-retries more sets, and the quietest set is reported with every
+        set's median beside it ("noisy": true when even that one is over the limit)."""
+        best, medians = None, []
+        for _ in range(1 + max(0, self.a.noisy_retries)):
+            stats = self._time_once(fn, sets)
+            medians.append(stats.get("median_us"))
+            if best is None or stats.get("noise_rel", 0.0) < best.get("noise_rel", 0.0):
+                best = stats
+            if stats.get("noise_rel", 0.0) <= self.a.noisy_rel:
+                break
+        best["sets_timed"] = len(medians)
+        best["set_medians_us"] = medians
+        best["noisy"] = best.get("noise_rel", 0.0) > self.a.noisy_rel
+        return best
+
+    def _time_once(self, fn, sets):
         torch, a = self.torch, self.a
         for i in range(a.warmup):
             fn(*sets[i % len(sets)])
@@ -879,6 +897,11 @@ def main():
     p.add_argument("--max-ms", type=float, default=1000, help="sampling wall-time cap (kiln: 1000)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--target-noise", type=float, default=0.005, help="stop at this IQR/median")
+    p.add_argument("--noisy-rel", type=float, default=0.02,
+                   help="a set whose IQR/median is above this is timed again: a baseline is what kiln's "
+                        "times are divided by, so a noisy one is not taken as it comes")
+    p.add_argument("--noisy-retries", type=int, default=2,
+                   help="at most this many more sets for a noisy one; the quietest is reported")
     p.add_argument("--sets", type=int, default=2, help="input sets the samples rotate over")
     p.add_argument("--flush-mb", type=int, default=256, help="L2 flush buffer written before each sample")
     p.add_argument("--pad-us", type=float, default=0,
