@@ -9,9 +9,14 @@
 #      budget LEASE_TRITON_BUDGET), then each Triton seed, the Triton best and the CUDA best
 #      (bench/best_configs.sh) through kiln eval at the same shape: the Triton/CUDA comparison;
 #   3. bench/fused_mlp_compare.sh (PyTorch eager, torch.compile, cuBLAS on the two GEMMs, and
-#      bench/cases/step13-fused-mlp.txt, or LEASE_MLP_CASES).
-# OUTDIR/DONE appears at the end. LEASE_STEPS picks steps: any of tests,check,triton,mlp (comma-
-# separated; default all four).
+#      bench/cases/step13-fused-mlp.txt, or LEASE_MLP_CASES);
+#   4. bench/attention_compare.sh: flash_attention's IMPL 1 and FA3 (IMPL 2) schedules in f16 and
+#      bf16 against PyTorch's SDPA;
+#   5. (only when asked) kiln run --backend cuda from the seeds of LEASE_SEARCH_TARGETS (default
+#      flash_attention,fused_mlp,matmul) for LEASE_SEARCH_BUDGET (default 8m): how far the search
+#      gets on the compute-bound targets, which issue #21 asks to reach their bests in 20 minutes.
+# OUTDIR/DONE appears at the end. LEASE_STEPS picks steps: any of tests,check,triton,mlp,attn,
+# search (comma-separated; default tests,check,triton,mlp,attn).
 set -uo pipefail
 tarball=${1:?usage: bench/step14_lease.sh KILN_TARBALL OUTDIR}
 out=${2:?usage: bench/step14_lease.sh KILN_TARBALL OUTDIR}
@@ -29,7 +34,7 @@ log "bundle: $("$kiln" version 2>&1 | head -1)"
 log "python: $(python3 -c 'import sys, torch, triton; print(sys.version.split()[0], "torch", torch.__version__, "triton", triton.__version__)' 2>&1)"
 nvidia-smi -L >> "$out/progress.log" 2>&1
 
-steps=",${LEASE_STEPS:-tests,check,triton,mlp},"
+steps=",${LEASE_STEPS:-tests,check,triton,mlp,attn},"
 want() { [[ "$steps" == *",$1,"* ]]; }
 
 if want tests; then
@@ -94,6 +99,21 @@ if want mlp; then
     "$here/fused_mlp_compare.sh" "$kiln" "${LEASE_MLP_CASES:-$here/cases/step13-fused-mlp.txt}" "$out/fused-mlp" \
     > "$out/fused-mlp.log" 2>&1
   log "fused_mlp_compare: rc=$?"
+fi
+if want attn; then
+  log "attention_compare: start"
+  timeout 500 "$here/attention_compare.sh" "$kiln" "$out/attention" > "$out/attention.log" 2>&1
+  log "attention_compare: rc=$? $(grep -c '"verified"' "$out/attention/results.jsonl" 2> /dev/null) verified"
+  rm -rf "$out/attention/cache"
+fi
+
+if want search; then
+  targets=${LEASE_SEARCH_TARGETS:-flash_attention,fused_mlp,matmul}
+  log "kiln run --backend cuda ($targets, ${LEASE_SEARCH_BUDGET:-8m}): start"
+  "$kiln" run --backend cuda --targets "$targets" --budget "${LEASE_SEARCH_BUDGET:-8m}" \
+    --out "$out/search-run" --cache-dir "$KILN_CACHE_DIR" > "$out/search-run.log" 2>&1
+  log "kiln run --backend cuda: rc=$?"
+  grep -A20 '^target ' "$out/search-run.log" | head -12 >> "$out/progress.log"
 fi
 log "DONE"
 : > "$out/DONE"
