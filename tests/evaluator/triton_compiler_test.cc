@@ -261,12 +261,8 @@ TEST_F(TritonCompilerTest, EveryValueOfEveryBuiltInTemplateParameterCompiles) {
     const auto chosen = covering(all);
     EXPECT_LT(chosen.size(), all.size()) << t.name;
     for (const auto& params : chosen) {
-      CandidateSpec c;
-      c.source = b->tunable->source;
-      c.kernel_name = b->tunable->kernel_name;
-      c.params = b->tunable->defines;
+      CandidateSpec c = candidate_of(*b->tunable, "", b->tunable->defines);
       for (const auto& [name, value] : params) c.params[name] = value;
-      c.geometry = &*b->tunable;
       Result<CompileRequest> req = build_compile_request(t, "triton", "sm_90a", c, d);
       ASSERT_TRUE(req.is_ok()) << req.status().to_string();
       CompileOutput out = compiler_->compile(*req);
