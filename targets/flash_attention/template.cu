@@ -1271,9 +1271,8 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 __device__ __forceinline__ void tma_load_4d(u32 dst, const kiln_tensor_map& map, int c0, int c1,
                                             int c2, int c3, u32 bar) {
   asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-      "%3, "
-      "%4, %5}], [%6];\n" ::"r"(dst),
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes "
+      "[%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
       "l"(reinterpret_cast<u64>(&map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
@@ -1312,7 +1311,8 @@ __device__ __forceinline__ void attn_fa3(const T* __restrict__ q, const T* __res
   constexpr u32 QBYTES = BM * HD * 2, KVBYTES = BN * HD * 2;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   // The maps exist (kiln encodes them when D * sizeof(T) is a multiple of 16) and every base is
-  // 16-byte aligned: TMA loads and 16-byte stores; otherwise the cp.async / plain-store path.
+  // 16-byte aligned: TMA loads and 16-byte stores; otherwise the producer's plain loads and
+  // element-wise stores.
   const bool tma = (D % 8 == 0) && ((reinterpret_cast<u64>(q) | reinterpret_cast<u64>(k) |
                                      reinterpret_cast<u64>(v) | reinterpret_cast<u64>(o)) %
                                         16 ==
