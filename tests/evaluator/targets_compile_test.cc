@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "cli/sweep.h"
 #include "evaluator/cpu/cpu_compiler.h"
 #include "evaluator/cuda/nvrtc_compiler.h"
 #include "evaluator/evaluation.h"
@@ -107,9 +108,9 @@ TEST(BuiltInTargets, EveryCudaCodePathOfTheTemplatesCompiles) {
         Result<CompileRequest> req = build_compile_request(t, "cuda", "sm_90a", c, d);
         ASSERT_TRUE(req.is_ok()) << t.name << ": " << req.status().to_string();
         CompileOutput out = (*nvrtc)->compile(*req);
-        std::string where;
-        for (const auto& [name, value] : params) where += " " + name + "=" + value;
-        EXPECT_TRUE(out.ok) << t.name << where << " " << dtype_name(d) << ":\n" << out.log;
+        EXPECT_TRUE(out.ok) << t.name << " " << cli::format_params(params) << " " << dtype_name(d)
+                            << ":\n"
+                            << out.log;
         ++compiled;
       }
     }
