@@ -145,17 +145,16 @@ TEST(KilnRun, SurvivesAnEvaluatorKilledInTheMiddleOfATask) {
   for (const auto& [cand, n] : per_candidate) EXPECT_EQ(n, 1 + retimes[cand]) << cand;
 }
 
-// The farm layout: `kiln coordinator` binds a port and starts no evaluator; a `kiln evaluator`
-// started separately (as on another machine) connects to it, and the search completes.
 // A run configuration file: its targets and its search section's speedup target reach the search
 // (the command line names neither), so the target converges on the speedup, not on patience.
-// The speedup is one every search reaches: with 1.3, 3 of 9 runs on a quiet 2-core machine ended
-// at 1.25-1.27x, converged by exhausting the neighbourhood instead (the cpu timings vary).
+// The target is 1.0, which the seed itself meets: whether a template beats the seed on the cpu
+// backend depends on the machine (where one core's memory bandwidth bounds the row sum, the
+// unrolled template is no faster, and a target of 1.1 ended by exhausting the neighbourhood).
 TEST(KilnRun, TakesTargetsAndConvergenceLimitsFromItsConfigFile) {
   testing::TempDir dir;
   const std::string cfg = dir.write(
       "run.json",
-      R"({"targets": ["reduce"], "search": {"speedup_target": 1.1, "max_proposals_without_gain": 200}})");
+      R"({"targets": ["reduce"], "search": {"speedup_target": 1, "max_proposals_without_gain": 200}})");
   const std::string out = dir.path() + "/run";
   std::string output;
   const int rc = testing::run_command(testing::kiln_binary() + " run --backend cpu --config " + cfg +
@@ -166,7 +165,9 @@ TEST(KilnRun, TakesTargetsAndConvergenceLimitsFromItsConfigFile) {
   nlohmann::json summary = read_json(out + "/summary.json");
   ASSERT_TRUE(summary.is_array() && summary.size() == 1) << output;
   EXPECT_EQ(summary[0]["target"], "reduce");
-  EXPECT_NE(summary[0]["state"].get<std::string>().find("speedup over the seed reached"), std::string::npos)
+  EXPECT_NE(
+      summary[0]["state"].get<std::string>().find("speedup over the seed reached (target 1.00x)"),
+      std::string::npos)
       << summary.dump();
 }
 
