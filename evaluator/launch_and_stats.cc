@@ -186,7 +186,7 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
            std::to_string(n - j) + " near " + median_of(j, n) + " us, " +
            (j == i ? std::string("none") : std::to_string(j - i)) + " between " +
            us(sorted[i - 1]) + " and " + us(sorted[j]) +
-           " us: launches that do different amounts of work have no single time";
+           " us: a kernel whose work differs between launches has no single time";
   }
   return "";
 }
