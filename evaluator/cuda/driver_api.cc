@@ -9,19 +9,22 @@
 #include <cstring>
 
 namespace kiln::cuda {
-namespace {
-
-#define KILN_CUDA_STR_INNER(x) #x
-#define KILN_CUDA_STR(x) KILN_CUDA_STR_INNER(x)
 
 // NVML is optional and its header is not part of the toolkit, so the four entry points used are
 // declared here from the documented C ABI (nvml.h): nvmlReturn_t is an int enum, 0 = success.
+// Outside the anonymous namespace: DriverApi::Nvml, a member of a named class, holds them.
 struct NvmlDeviceOpaque;
 using NvmlDevice = NvmlDeviceOpaque*;
 using NvmlInitFn = int (*)();
 using NvmlShutdownFn = int (*)();
 using NvmlHandleByPciFn = int (*)(const char*, NvmlDevice*);
 using NvmlClockInfoFn = int (*)(NvmlDevice, int, unsigned*);
+
+namespace {
+
+#define KILN_CUDA_STR_INNER(x) #x
+#define KILN_CUDA_STR(x) KILN_CUDA_STR_INNER(x)
+
 constexpr int kNvmlSuccess = 0;
 constexpr int kNvmlClockSm = 1;  // NVML_CLOCK_SM in nvmlClockType_t
 
