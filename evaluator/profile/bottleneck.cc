@@ -1,7 +1,8 @@
 // classify(): the order of the rules is the decision. A kernel at the DRAM roof is called that
-// before anything else (no other fix buys much there); then spills, which distort every other
-// counter; then which unit the roofline says should limit it and how busy that unit is; then
-// occupancy; what is left is latency. hints(): the moves per class, tied to playbook tiers.
+// before anything else (no other fix buys much there); then spills touched often enough to
+// distort every other counter; then which unit the roofline says should limit it and how busy
+// that unit is; then occupancy; what is left is latency. hints(): the moves per class, tied to
+// playbook tiers.
 #include "evaluator/profile/bottleneck.h"
 
 #include <algorithm>
@@ -26,9 +27,16 @@ constexpr double kLowAchievedOccupancyPct = 25;
 // A theoretical occupancy below this means registers, shared memory or the block size cap the
 // resident warps before the kernel runs at all (32 of 64 warps on sm_90).
 constexpr double kLowTheoreticalOccupancyPct = 50;
-// Any local memory per thread counts: the compiler spilled registers or placed an indexed array
-// in local memory, and both cost L1/L2 traffic on every access.
+// Local memory per thread means the compiler spilled registers or placed an indexed array there;
+// each access costs L1/L2 traffic. Where the instruction counters are missing, any amount counts.
 constexpr double kSpillBytes = 1;
+// Where they are there, local memory is what limits the kernel only when its loads and stores are
+// at least this % of the instructions executed: a spill in the hot loop (a warp tile too large
+// for its registers) reaches several %, while a persistent tensor-core kernel that parks a few
+// values across its tile loop (the H200 flash_attention IMPL 2: 52 bytes per thread, saved once
+// per tile around thousands of MMA-loop instructions) stays far below, and shrinking its tiles
+// would only lose the reuse that makes it fast.
+constexpr double kSpillInstPct = 1;
 
 std::optional<double> get(const std::map<std::string, double>& m, const char* key) {
   auto it = m.find(metric_key(key));
@@ -53,6 +61,12 @@ ProfileMetrics metrics_from_map(const std::map<std::string, double>& m) {
   p.l2_hit_pct = get(m, "l2_hit_pct");
   p.registers = get(m, kRegistersKey);
   p.local_bytes = get(m, kLocalBytesKey);
+  const auto executed = get(m, "inst_executed");
+  const auto loads = get(m, "local_load_inst");
+  const auto stores = get(m, "local_store_inst");
+  if (executed && loads && stores && *executed > 0) {
+    p.local_inst_pct = 100 * (*loads + *stores) / *executed;
+  }
   p.theoretical_occupancy_pct = get(m, kTheoreticalOccupancyKey);
   p.block_threads = get(m, kBlockThreadsKey);
   return p;
@@ -139,12 +153,20 @@ Bottleneck classify(const ProfileMetrics& p, const Roofline& roof) {
   if (p.local_bytes && *p.local_bytes >= kSpillBytes) {
     char buf[96];
     std::snprintf(buf, sizeof(buf), "%.0f bytes of local memory per thread", *p.local_bytes);
-    std::string spill = buf;
-    if (p.registers) {
-      std::snprintf(buf, sizeof(buf), ", %.0f registers", *p.registers);
-      spill += buf;
+    std::string local = buf;
+    if (p.local_inst_pct) {
+      std::snprintf(buf, sizeof(buf), ", its loads and stores %.2g%% of instructions",
+                    *p.local_inst_pct);
+      local += buf;
     }
-    return {BottleneckClass::kSpilling, spill + "; " + numbers};
+    if (!p.local_inst_pct || *p.local_inst_pct >= kSpillInstPct) {
+      if (p.registers) {
+        std::snprintf(buf, sizeof(buf), ", %.0f registers", *p.registers);
+        local += buf;
+      }
+      return {BottleneckClass::kSpilling, local + "; " + numbers};
+    }
+    numbers += "; " + local;  // touched too rarely to limit it: the other rules decide
   }
   if (!memory_side && sm >= kBoundPct) return {BottleneckClass::kCompute, numbers};
   const bool low_occupancy =

@@ -27,6 +27,11 @@ inline constexpr CounterMetric kCounterMetrics[] = {
     {"l1tex__t_sector_hit_rate.pct", "l1_hit_pct"},
     {"lts__t_sector_hit_rate.pct", "l2_hit_pct"},
     {"dram__bytes.sum", "dram_bytes"},
+    // Warp instructions executed, and those that load or store local memory: whether local memory
+    // the compiler placed is touched in the hot loop (spilling) or a few times per tile.
+    {"smsp__inst_executed.sum", "inst_executed"},
+    {"smsp__inst_executed_op_local_ld.sum", "local_load_inst"},
+    {"smsp__inst_executed_op_local_st.sum", "local_store_inst"},
 };
 
 // Keys of the values that come from the function's attributes and the launch (no counters).

@@ -106,6 +106,43 @@ TEST(ProfileBottleneck, TheClassMovesWithTheDecidingCounter) {
   EXPECT_EQ(classify(m, {0.3, 0.05}).cls, BottleneckClass::kOccupancy);
 }
 
+// Local memory limits a kernel only when it is touched often: with the instruction counters, a
+// compute-bound kernel that parks a few values per tile keeps its class, and the note still names
+// the local memory; the same bytes touched in the hot loop are spilling. Without the counters,
+// any local memory counts (the recorded matmul above).
+TEST(ProfileBottleneck, LocalMemoryIsSpillingOnlyWhereItsLoadsAndStoresAreFrequent) {
+  Recorded compute = load(kDataDir / "matmul_wgmma_compute_bound.json");
+  std::map<std::string, double> values = compute.metrics;
+  values["prof.local_bytes"] = 52;
+  values["prof.inst_executed"] = 4.0e8;
+  values["prof.local_load_inst"] = 3.0e5;
+  values["prof.local_store_inst"] = 3.0e5;
+  ProfileMetrics m = metrics_from_map(values);
+  ASSERT_TRUE(m.local_inst_pct.has_value());
+  EXPECT_NEAR(*m.local_inst_pct, 0.15, 1e-9);
+  Bottleneck b = classify(m, compute.roofline);
+  EXPECT_EQ(b.cls, BottleneckClass::kCompute) << b.reason;
+  EXPECT_NE(b.reason.find("52 bytes of local memory per thread, its loads and stores 0.15% of "
+                          "instructions"),
+            std::string::npos)
+      << b.reason;
+
+  values["prof.local_load_inst"] = 2.4e7;  // 12%: a spill in the MMA loop
+  values["prof.local_store_inst"] = 2.4e7;
+  b = classify(metrics_from_map(values), compute.roofline);
+  EXPECT_EQ(b.cls, BottleneckClass::kSpilling) << b.reason;
+  EXPECT_NE(b.reason.find("12% of instructions"), std::string::npos) << b.reason;
+
+  // A counter missing (or nothing executed): no fraction, and any local memory counts.
+  values.erase("prof.local_store_inst");
+  m = metrics_from_map(values);
+  EXPECT_FALSE(m.local_inst_pct.has_value());
+  EXPECT_EQ(classify(m, compute.roofline).cls, BottleneckClass::kSpilling);
+  values["prof.local_store_inst"] = 0;
+  values["prof.inst_executed"] = 0;
+  EXPECT_FALSE(metrics_from_map(values).local_inst_pct.has_value());
+}
+
 TEST(ProfileBottleneck, LowOccupancyOnTheComputeSideNeverAsksForSmallerTiles) {
   // A tensor-core kernel runs one large tile per SM by design: whatever its counters say below
   // the bounds, its first move is never to shrink blocks or tiles.

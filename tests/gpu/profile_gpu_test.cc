@@ -108,6 +108,64 @@ TEST_F(ProfileGpu, TensorCoreMatmulIsComputeBound) {
   EXPECT_LT(metric(best, "dram_throughput_pct"), metric(best, "sm_throughput_pct"));
 }
 
+// Local memory touched in the hot loop is spilling; local memory touched once per tile is not.
+// A row sum whose accumulators live in a dynamically indexed array loads and stores local memory
+// on every element; the best flash_attention (IMPL 2, persistent) parks a few values per thread
+// across its tile loop, and its limit is elsewhere.
+constexpr const char* kLocalArrayReduce = R"(
+extern "C" __global__ void reduce_seed(const T* x, T* y, long long M, long long N) {
+  __shared__ float partial[256];
+  float acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = 0.f;
+  const long long row = blockIdx.x;
+  int slot = 0;
+  for (long long c = threadIdx.x; c < N; c += blockDim.x) {
+    acc[slot] += to_f32(x[row * N + c]);
+    slot = (slot + 1 + int(c & 1)) & 15;  // known only at run time: the array is in local memory
+  }
+  float s = 0.f;
+  for (int i = 0; i < 16; ++i) s += acc[i];
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
+    if (threadIdx.x < k) partial[threadIdx.x] += partial[threadIdx.x + k];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) y[row] = from_f32<T>(partial[0]);
+}
+)";
+
+TEST_F(ProfileGpu, LocalMemoryIsSpillingWhereTheHotLoopTouchesIt) {
+  testing::TempDir dir;
+  nlohmann::json spill = eval("reduce --source " + dir.write("local_array.cu", kLocalArrayReduce));
+  ASSERT_TRUE(spill.is_object()) << progress_;
+  ASSERT_EQ(spill["outcome"], "verified") << progress_;
+  EXPECT_GT(metric(spill, "local_bytes"), 0) << spill.dump(2);
+  EXPECT_EQ(spill["bottleneck"], "spilling") << spill["profile_note"];
+
+  nlohmann::json attn =
+      eval("flash_attention --params BN=128,IMPL=2,PERS=1,PIPE=1,PING=1,RM=1,STAGES=2,WARPS=8");
+  ASSERT_TRUE(attn.is_object()) << progress_;
+  ASSERT_EQ(attn["outcome"], "verified") << progress_;
+  if (!has_counters(spill) || !spill["metrics"].contains("prof.local_load_inst")) {
+    GTEST_SKIP() << "instruction counters not available: " << spill["profile_note"];
+  }
+  const double executed = metric(spill, "inst_executed");
+  const double local = metric(spill, "local_load_inst") + metric(spill, "local_store_inst");
+  EXPECT_GT(local, 0.05 * executed) << spill.dump(2);
+  EXPECT_NE(spill["profile_note"].get<std::string>().find("of instructions"), std::string::npos)
+      << spill["profile_note"];
+
+  const double attn_local = metric(attn, "local_load_inst") + metric(attn, "local_store_inst");
+  EXPECT_LT(attn_local, 0.01 * metric(attn, "inst_executed")) << attn.dump(2);
+  EXPECT_NE(attn["bottleneck"], "spilling") << attn["profile_note"];
+  if (metric(attn, "local_bytes") > 0) {
+    EXPECT_NE(attn["profile_note"].get<std::string>().find("bytes of local memory per thread"),
+              std::string::npos)
+        << attn["profile_note"];
+  }
+}
+
 }  // namespace
 }  // namespace kiln
 
