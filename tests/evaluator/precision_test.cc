@@ -111,7 +111,8 @@ TEST(PrecisionStage, TheSeedIsLoadedAgainAfterACandidateKillsTheSandbox) {
   ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
   const KernelSpec& seed = target->backend("cpu")->seed;
   auto evaluate = [&](const std::string& source) {
-    CandidateSpec c{"test", source, seed.kernel_name, seed.defines, &seed};
+    CandidateSpec c = candidate_of(seed, "test", seed.defines);
+    c.source = source;
     return (*evaluator)->evaluate(c, DType::kF32);
   };
   const std::string drop =

@@ -28,7 +28,7 @@ TEST(ProfilePhase, WithoutAProfilerTheResultSaysWhyAndIsOtherwiseUnchanged) {
   auto evaluator = CandidateEvaluator::create(*target, "cpu", (*toolchain)->compiler(), options);
   ASSERT_TRUE(evaluator.is_ok()) << evaluator.status().to_string();
   const KernelSpec& seed = target->backend("cpu")->seed;
-  CandidateSpec c{"seed", seed.source, seed.kernel_name, seed.defines, &seed};
+  CandidateSpec c = candidate_of(seed, "seed", seed.defines);
 
   proto::EvaluationResult plain = (*evaluator)->evaluate(c, DType::kF32);
   ASSERT_EQ(plain.outcome, proto::Outcome::kVerified) << plain.log;

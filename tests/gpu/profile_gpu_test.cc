@@ -114,24 +114,24 @@ TEST_F(ProfileGpu, TensorCoreMatmulIsComputeBound) {
 // across its tile loop, and its limit is elsewhere.
 constexpr const char* kLocalArrayReduce = R"(
 extern "C" __global__ void reduce_seed(const T* x, T* y, long long M, long long N) {
-  __shared__ float partial[256];
-  float acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = 0.f;
-  const long long row = blockIdx.x;
+  float acc[32];  // 16 entries: ptxas turns the indexing into selects and keeps them in registers
+  for (int i = 0; i < 32; ++i) acc[i] = 0.f;
   int slot = 0;
   for (long long c = threadIdx.x; c < N; c += blockDim.x) {
-    acc[slot] += to_f32(x[row * N + c]);
-    slot = (slot + 1 + int(c & 1)) & 15;  // known only at run time: the array is in local memory
+    acc[slot] += to_f32(x[blockIdx.x * N + c]);
+    slot = (slot + 1 + int(c & 1)) & 31;  // known only at run time: the array is in local memory
   }
   float s = 0.f;
-  for (int i = 0; i < 16; ++i) s += acc[i];
-  partial[threadIdx.x] = s;
+  for (int i = 0; i < 32; ++i) s += acc[i];
+  for (int d = 16; d > 0; d >>= 1) s += __shfl_xor_sync(0xffffffffu, s, d);
+  __shared__ float per_warp[32];
+  if (threadIdx.x % 32 == 0) per_warp[threadIdx.x / 32] = s;
   __syncthreads();
-  for (int k = blockDim.x / 2; k > 0; k >>= 1) {
-    if (threadIdx.x < k) partial[threadIdx.x] += partial[threadIdx.x + k];
-    __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.f;
+    for (int w = 0; w < int(blockDim.x / 32); ++w) total += per_warp[w];
+    y[blockIdx.x] = from_f32<T>(total);
   }
-  if (threadIdx.x == 0) y[row] = from_f32<T>(partial[0]);
 }
 )";
 
