@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "agent/llm/llm_proposer.h"
+#include "agent/template_target.h"
 #include "evaluator/evaluation.h"
 #include "shared/build_info.h"
 #include "shared/target_path.h"
@@ -31,10 +32,6 @@ std::string default_worker_id() {
   return std::string(host) + "-agent-" + std::to_string(getpid());
 }
 
-bool valid_target_name(const std::string& name) {
-  return !name.empty() && name.find('/') == std::string::npos && name.find("..") == std::string::npos;
-}
-
 }  // namespace
 
 BuiltinAgent::BuiltinAgent(std::string targets_dir, uint64_t seed)
@@ -43,14 +40,10 @@ BuiltinAgent::BuiltinAgent(std::string targets_dir, uint64_t seed)
 Result<BuiltinAgent::PerTarget*> BuiltinAgent::target(const std::string& name, const std::string& backend) {
   const std::string key = name + "/" + backend;
   if (auto it = targets_.find(key); it != targets_.end()) return it->second.get();
-  if (!valid_target_name(name)) return invalid_argument("bad target name '" + name + "'");
-  KILN_ASSIGN_OR_RETURN(std::string dir, find_target(targets_dir_, name));
-  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_target(dir));
+  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_template_target(targets_dir_, name, backend));
   auto t = std::make_unique<PerTarget>();
   t->spec = std::move(spec);
   const BackendSpec* b = t->spec.backend(backend);
-  if (!b) return invalid_argument("target " + name + " has no " + backend + " kernels here");
-  if (!b->tunable) return invalid_argument("target " + name + " has no template to propose from");
   t->tmpl = &*b->tunable;
   t->shape = t->spec.benchmark_for(backend);
   t->dtype = b->dtypes.front();

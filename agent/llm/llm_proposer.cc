@@ -6,14 +6,11 @@
 #include <algorithm>
 
 #include "agent/llm/prompt.h"
+#include "agent/template_target.h"
 #include "shared/target_path.h"
 
 namespace kiln::agent::llm {
 namespace {
-
-bool valid_target_name(const std::string& name) {
-  return !name.empty() && name.find('/') == std::string::npos && name.find("..") == std::string::npos;
-}
 
 std::vector<std::string> model_names(const LlmConfig& c) {
   std::vector<std::string> names;
@@ -71,15 +68,10 @@ LlmProposer::LlmProposer(LlmConfig config, std::string targets_dir, uint64_t see
 Result<LlmProposer::PerTarget*> LlmProposer::target(const std::string& name, const std::string& backend) {
   const std::string key = name + "/" + backend;
   if (auto it = targets_.find(key); it != targets_.end()) return it->second.get();
-  if (!valid_target_name(name)) return invalid_argument("bad target name '" + name.substr(0, 60) + "'");
-  KILN_ASSIGN_OR_RETURN(std::string dir, find_target(targets_dir_, name));
-  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_target(dir));
+  KILN_ASSIGN_OR_RETURN(TargetSpec spec, load_template_target(targets_dir_, name, backend));
   auto t = std::make_unique<PerTarget>();
   t->spec = std::move(spec);
-  const BackendSpec* b = t->spec.backend(backend);
-  if (!b) return invalid_argument("target " + name + " has no " + backend + " kernels here");
-  if (!b->tunable) return invalid_argument("target " + name + " has no template whose contract to keep");
-  t->tmpl = &*b->tunable;
+  t->tmpl = &*t->spec.backend(backend)->tunable;
   return (targets_[key] = std::move(t)).get();
 }
 

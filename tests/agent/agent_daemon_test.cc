@@ -174,6 +174,38 @@ TEST(BuiltinAgent, ProposesDistinctValidChildrenOfAParentAndNeverRepeatsThem) {
   EXPECT_NE(agent.answer(orphan).error.find("no parent"), std::string::npos);
 }
 
+// A task names its target: a path, a traversal or a name that is not an identifier is refused
+// before any folder is read (quoted short), a target without a template says so, and the agent
+// goes on answering.
+TEST(BuiltinAgent, RefusesTargetNamesThatAreNotIdentifiersAndTargetsWithoutATemplate) {
+  testing::TempDir dir;
+  const std::string targets = dir.path() + "/targets";
+  std::filesystem::create_directories(targets);
+  std::filesystem::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/reduce");
+  std::filesystem::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/plain");
+  nlohmann::json spec = testing::read_json(targets + "/plain/target.json");
+  spec["name"] = "plain";
+  spec["backends"]["cpu"].erase("template");
+  std::ofstream(targets + "/plain/target.json") << spec.dump(2);
+
+  BuiltinAgent agent(targets, 3);
+  const Params parent = reduce_parent();
+  std::vector<std::string> names = {"../reduce", "..", "", "re duce"};
+  names.push_back(targets + "/reduce");
+  names.push_back(std::string(5000, 'a'));
+  for (const std::string& name : names) {
+    proto::Proposal p = agent.answer(propose("n", name, parent));
+    EXPECT_TRUE(p.candidates.empty()) << name;
+    EXPECT_NE(p.error.find("bad target name"), std::string::npos) << p.error;
+    EXPECT_LT(p.error.size(), 200u) << p.error;
+  }
+  proto::Proposal plain = agent.answer(propose("p", "plain", parent));
+  EXPECT_NE(plain.error.find("has no cpu template"), std::string::npos) << plain.error;
+  proto::Proposal ok = agent.answer(propose("r", "reduce", parent));
+  EXPECT_TRUE(ok.error.empty()) << ok.error;
+  EXPECT_FALSE(ok.candidates.empty());
+}
+
 // The coordinator asks agents about the seed too: its parameters are no configuration of the
 // template, so the built-in agent answers with the template's valid configurations drawn at
 // random, each once, until the space is spent.
