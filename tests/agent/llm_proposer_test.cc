@@ -66,7 +66,7 @@ class LlmProposerTest : public ::testing::Test {
   proto::Proposal ask(LlmProposer& p, const proto::ProposeTask& t) {
     return p.answer(t, Clock::now(), cancel_);
   }
-  std::string targets_ = std::string(KILN_SOURCE_DIR) + "/targets";
+  std::string targets_ = KILN_SOURCE_DIR "/targets";
   std::string template_source_;
   std::atomic<bool> cancel_{false};
 };
