@@ -116,7 +116,9 @@ TEST_F(EngineSweepTest, EveryShapeAndModelIsAPopulationTimedAtItsShape) {
         const std::string label = shape_string(t.shape);
         EXPECT_NE(engine.population("reduce", t.gpu_model, label), nullptr) << label;
         auto [it, fresh] = shape_of_id.emplace(t.candidate_id, label);
-        if (!fresh) EXPECT_EQ(it->second, label) << "one id at two shapes: " << t.candidate_id;
+        if (!fresh) {
+          EXPECT_EQ(it->second, label) << "one id at two shapes: " << t.candidate_id;
+        }
       }
     }
   }

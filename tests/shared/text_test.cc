@@ -51,7 +51,8 @@ TEST(LogSafe, ValidUtf8PassesAndBrokenOrC1BytesAreEscaped) {
 TEST(LogSafe, LongTextIsCutWithAMarkerThatSaysHowMuchWasLeftOut) {
   const std::string log(10000, 'x');
   const std::string safe = log_safe(log, 100);
-  EXPECT_EQ(safe, std::string(100, 'x') + "...(10000 bytes)");
+  EXPECT_EQ(safe.substr(0, 100), std::string(100, 'x'));
+  EXPECT_EQ(safe.substr(100), "...(10000 bytes)");
   EXPECT_EQ(log_safe("short", 100), "short");
   EXPECT_EQ(log_safe("", 100), "");
 }
