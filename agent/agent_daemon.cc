@@ -17,7 +17,6 @@
 #include "agent/template_target.h"
 #include "evaluator/evaluation.h"
 #include "shared/build_info.h"
-#include "shared/target_path.h"
 #include "shared/text.h"
 #include "shared/worker_link.h"
 

@@ -7,7 +7,6 @@
 
 #include "agent/llm/prompt.h"
 #include "agent/template_target.h"
-#include "shared/target_path.h"
 
 namespace kiln::agent::llm {
 namespace {

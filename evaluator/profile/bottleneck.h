@@ -22,7 +22,7 @@ struct ProfileMetrics {
   std::optional<double> registers;    // per thread
   std::optional<double> local_bytes;  // per thread; > 0: spills or local arrays
   // Local loads and stores as % of the warp instructions executed: how often the kernel touches
-  // that local memory (missing where the counters are).
+  // that local memory (missing where the counters are not).
   std::optional<double> local_inst_pct;
   std::optional<double> theoretical_occupancy_pct;
   std::optional<double> block_threads;
