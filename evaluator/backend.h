@@ -116,6 +116,13 @@ class Device {
   // SM clock in MHz now, or 0 when the backend cannot tell (throttling detection).
   virtual int sm_clock_mhz() = 0;
 
+  // How long the last flushed time_launch took to read a fixed buffer from memory just before
+  // its kernel, in microseconds, or 0 where the backend takes no such probe. It measures the
+  // machine, not the kernel: on the cpu backend other processes share the memory the kernel is
+  // timed on, and a probe well above its usual time marks a sample taken while they were busy
+  // (quiet_samples in evaluation.h).
+  virtual double machine_probe_us() { return 0; }
+
   // The tensor map (TMA descriptor) of `map` over the tensor at `base` (from alloc), encoded as
   // the kernel takes it; 128 zero bytes where !map.encodable. kUnimplemented where the backend
   // has none; kInvalidArgument where the driver refuses the layout (the candidate's fault).

@@ -190,4 +190,22 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
                            double gap_ratio = 1.5, double side_fraction = 0.2,
                            double straggler_fraction = 0.1);
 
+// What timing_problem says of one timing, with the machine's share set apart. Where the backend
+// probes the machine before each sample (Device::machine_probe_us: `probes_us`, one per sample,
+// all positive), a sample whose probe took more than busy_ratio x the probes' lower quartile was
+// taken while other processes loaded the machine. When the whole set has a problem and the
+// samples taken while the machine was quiet -- at least `min_quiet`, and a quarter of the set --
+// have none, the problem was the machine's: `quiet` lists those samples (by index) and `busy`
+// keeps what the whole set was refused for. A kernel whose own work differs between launches
+// gains nothing: the probe runs before it, so its slow launches are slow at quiet moments too.
+inline constexpr double kBusyProbeRatio = 1.3;
+struct SampleVerdict {
+  std::string problem;        // "" when the set (or its quiet part) gives a time
+  std::vector<size_t> quiet;  // empty: every sample counts
+  std::string busy;           // the whole set's problem, where `quiet` cleared it
+};
+SampleVerdict judge_samples(const std::vector<double>& samples_us,
+                            const std::vector<double>& probes_us, size_t min_quiet,
+                            double busy_ratio = kBusyProbeRatio);
+
 }  // namespace kiln::eval

@@ -255,6 +255,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   Result<nlohmann::json> reply = internal_error("not timed");
   Result<std::vector<double>> samples = internal_error("not timed");
   std::string problem;  // timing_problem() of the last attempt's samples
+  SampleVerdict verdict;  // of the last attempt: its quiet samples where the machine was busy
   bool early = false;   // the child stopped once the samples were clearly above early_stop_us
   for (;;) {
     if (rotate) req["sites"] = draw_sites();
@@ -272,7 +273,11 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     // Stopped early, a candidate's time claims nothing: it is slower than the bar even at its
     // fastest sample, so a spread that would refuse a fast time needs no second look.
     early = reply->value("stop", "") == "early";
-    problem = early ? "" : timing_problem(*samples);
+    Result<std::vector<double>> probes = numbers_of(*reply, "probes_us", 0);
+    verdict = early ? SampleVerdict{}
+                    : judge_samples(*samples, probes.is_ok() ? *probes : std::vector<double>{},
+                                    options.min_samples / 2);
+    problem = verdict.problem;
     if (problem.empty() || attempt >= attempts) break;
     if (first_problem.empty()) first_problem = problem;
     say("time: " + problem + "; timing again with fresh sites (" + std::to_string(attempt + 1) +
@@ -304,6 +309,27 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   if (!samples.is_ok() || !clocks.is_ok()) {
     const Status& bad = samples.is_ok() ? clocks.status() : samples.status();
     return fail(proto::Outcome::kInternalError, what + ": " + bad.message(), 0, 0);
+  }
+  // Samples taken while other processes loaded the machine are set aside where they alone made
+  // the set unusable (judge_samples: the quiet part holds a quarter of the set and half the
+  // samples a timing takes at the least); the clocks go with their samples.
+  std::string busy_note;
+  size_t busy = 0;
+  if (!verdict.quiet.empty()) {
+    const size_t all = samples->size();
+    busy = all - verdict.quiet.size();
+    std::vector<double> quiet_samples, quiet_clocks;
+    for (size_t i : verdict.quiet) {
+      quiet_samples.push_back((*samples)[i]);
+      if (i < clocks->size()) quiet_clocks.push_back((*clocks)[i]);
+    }
+    *samples = std::move(quiet_samples);
+    if (quiet_clocks.size() == samples->size()) *clocks = std::move(quiet_clocks);
+    r->metrics["busy_samples"] = static_cast<double>(busy);
+    busy_note = "; " + std::to_string(busy) + " of " + std::to_string(all) +
+                " samples set aside, taken while other processes loaded the machine (its memory "
+                "probe over " +
+                fmt_double(kBusyProbeRatio) + "x its quiet time); with them: " + verdict.busy;
   }
   if (std::string oob = guard_violations(*reply, sets[0].slots); !oob.empty()) {
     return fail(proto::Outcome::kRejected, what + ": " + oob, 0, 0);
@@ -422,8 +448,9 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     retry_note = "; timing " + std::to_string(attempt) + " of " + std::to_string(attempts) +
                  ", the first refused: " + first_problem;
   stage("timing", true,
-        "median of all " + std::to_string(t.samples) + " samples" +
-            (clock_note.empty() ? "" : "; " + clock_note) + retry_note,
+        (busy_note.empty() ? "median of all " : "median of the ") + std::to_string(t.samples) +
+            (busy_note.empty() ? " samples" : " samples taken while the machine was quiet") +
+            (clock_note.empty() ? "" : "; " + clock_note) + busy_note + retry_note,
         0, t.samples);
   ExprVars vars = expr_vars(bench, dtype, c.params);
   const double bytes = eval_expr(target.bytes_expr, vars).value_or(0);
@@ -462,7 +489,8 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   }
   say("time: median " + fmt_double(t.median_us) + " us, IQR " + fmt_double(t.iqr_us) + " us, " +
       std::to_string(t.samples) + " samples, noise " + fmt_double(t.noise_rel * 100) + "%" +
-      (clock_note.empty() ? "" : ", " + clock_note));
+      (clock_note.empty() ? "" : ", " + clock_note) +
+      (busy == 0 ? "" : " (" + std::to_string(busy) + " more set aside: the machine was busy)"));
   if (options.profile || c.profile) {
     profile_phase(handle, *g, *args, sets_json[0], r, say, has_progress);
     r->metrics["profiled_at_ms"] = phase_ms();

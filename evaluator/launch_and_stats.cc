@@ -191,4 +191,30 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
   return "";
 }
 
+SampleVerdict judge_samples(const std::vector<double>& samples_us,
+                            const std::vector<double>& probes_us, size_t min_quiet,
+                            double busy_ratio) {
+  SampleVerdict v;
+  v.problem = timing_problem(samples_us);
+  const size_t n = samples_us.size();
+  if (v.problem.empty() || probes_us.size() != n || n < 4) return v;
+  if (std::any_of(probes_us.begin(), probes_us.end(), [](double p) { return !(p > 0); })) return v;
+  std::vector<double> sorted = probes_us;
+  std::sort(sorted.begin(), sorted.end());
+  const double busy_above = busy_ratio * quantile(sorted, 0.25);
+  std::vector<size_t> quiet;
+  std::vector<double> kept;
+  for (size_t i = 0; i < n; ++i) {
+    if (probes_us[i] > busy_above) continue;
+    quiet.push_back(i);
+    kept.push_back(samples_us[i]);
+  }
+  if (quiet.size() == n || quiet.size() < std::max(min_quiet, (n + 3) / 4)) return v;
+  if (!timing_problem(kept).empty()) return v;
+  v.busy = std::move(v.problem);
+  v.problem.clear();
+  v.quiet = std::move(quiet);
+  return v;
+}
+
 }  // namespace kiln::eval

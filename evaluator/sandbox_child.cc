@@ -21,18 +21,19 @@
 //   {"op":"time",<launch>,"sets":[[<tensor>,...],...],"warmup":n,"min_samples":n,"max_samples":n,
 //    "max_ms":t,"target_noise_rel":r,"flush_l2":bool,"poison":byte,"rotate_contents":bool,
 //    "sites":[[<site>,...],...],"checks":[[{"tensor":i,"offset":o},...],...]}
-//     -> {"ok":true,"samples_us":[...],"clocks_mhz":[...],"noise_rel":r,
+//     -> {"ok":true,"samples_us":[...],"clocks_mhz":[...],"probes_us":[...],"noise_rel":r,
 //         "stop":"noise"|"max_samples"|"max_ms","contents_of_group":[c_0,...],
 //         "masks_of_group":[m_0,...],"kept":[{"slot":j,"launch":i,"contents":c,"mask":m},...],
 //         "guards":[...]}
 //     Sets are independent inputs with the same tensor count, sizes and directions (args name
 //     tensors by index). Each set gets a buffer group; launch i (warm-up launches, then timed
-//     samples: Device::time_launch, SM clock read after each) runs on group g = i % K of the K
-//     sets, outputs re-poisoned before EVERY launch, so what a group's output holds at the end
-//     comes from its last launch (a group never launched keeps the poison). Sampling stops once
-//     min_samples are taken and IQR/median < target_noise_rel (checked every 5 samples), at
-//     max_samples, or after max_ms of wall time (at least one sample is always taken). Then every
-//     group's outputs go to arena[o] of ITS set's layout (and inputs with an "after" to arena[o2]).
+//     samples: Device::time_launch, SM clock and machine probe read after each) runs on group
+//     g = i % K of the K sets, outputs re-poisoned before EVERY launch, so what a group's output
+//     holds at the end comes from its last launch (a group never launched keeps the poison).
+//     Sampling stops once min_samples are taken and IQR/median < target_noise_rel (checked every
+//     5 samples), at max_samples, or after max_ms of wall time (at least one sample is always
+//     taken). Then every group's outputs go to arena[o] of ITS set's layout (and inputs with an
+//     "after" to arena[o2]).
 //     contents_of_group[g] is the set whose inputs group g held at its last launch: g itself,
 //     unless "rotate_contents" (K >= 2): then each set's inputs also live in a staging copy that no
 //     launch sees, and before launch i group g's inputs are overwritten with those of set

@@ -94,6 +94,7 @@ Result<json> ChildServer::do_time(JsonFields& f) {
 
   std::vector<double> samples_us;
   std::vector<int> clocks_mhz;
+  std::vector<double> probes_us;  // the device's machine probe before each sample (0: none)
   std::string stop;
   double noise_rel = 1.0;
   const auto start = std::chrono::steady_clock::now();
@@ -103,6 +104,7 @@ Result<json> ChildServer::do_time(JsonFields& f) {
     if (!time.is_ok()) return device_status(time.status(), true);
     samples_us.push_back(*time);
     clocks_mhz.push_back(device_.sm_clock_mhz());
+    probes_us.push_back(device_.machine_probe_us());
     // Kept or not is decided after the launch, outside the timed region (docs/threats.md row 16).
     if (int slot = schedule.keep_slot(samples_us.size() - 1); slot >= 0) {
       for (size_t o = 0; o < t.checks[slot].size(); ++o) {
@@ -163,6 +165,7 @@ Result<json> ChildServer::do_time(JsonFields& f) {
   return json{{"ok", true},
               {"samples_us", samples_us},
               {"clocks_mhz", clocks_mhz},
+              {"probes_us", probes_us},
               {"noise_rel", noise_rel},
               {"stop", stop},
               {"contents_of_group", contents},

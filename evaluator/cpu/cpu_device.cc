@@ -18,6 +18,7 @@ namespace {
 
 constexpr size_t kAlignmentBytes = 64;             // a cache line; enough for AVX-512 loads
 constexpr size_t kFlushBytes = size_t{64} << 20;   // larger than most last-level caches
+constexpr size_t kProbeWords = size_t{32} << 10;   // 256 KiB: tens of microseconds from memory
 constexpr int64_t kMaxArgs = 1024;                 // sanity bound on a binary's record
 
 std::string dl_error() {
@@ -231,9 +232,28 @@ Status CpuDevice::launch(KernelHandle kernel, const LaunchGeometry& /*geometry*/
 
 void CpuDevice::flush_caches() {
   if (!flush_buffer_) flush_buffer_ = std::make_unique<unsigned char[]>(kFlushBytes);
+  if (!probe_buffer_) {  // filled before the flush evicts it, as every later probe finds it
+    probe_buffer_ = std::make_unique<uint64_t[]>(kProbeWords);
+    for (size_t i = 0; i < kProbeWords; ++i) probe_buffer_[i] = i * 0x9E3779B97F4A7C15ull;
+  }
   // A new byte each time so every line is really written; the buffer is a member that outlives
   // the call, so the compiler cannot drop the stores.
   std::memset(flush_buffer_.get(), ++flush_byte_, kFlushBytes);
+}
+
+double CpuDevice::probe_memory() {
+  timespec start{}, stop{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < kProbeWords; ++i) sum += probe_buffer_[i];
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &stop);
+  probe_sum_ += sum;
+  return (stop.tv_sec - start.tv_sec) * 1e6 + (stop.tv_nsec - start.tv_nsec) * 1e-3;
+}
+
+double CpuDevice::machine_probe_us() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return last_probe_us_;
 }
 
 Result<double> CpuDevice::time_launch(KernelHandle kernel, const LaunchGeometry& /*geometry*/,
@@ -247,6 +267,7 @@ Result<double> CpuDevice::time_launch(KernelHandle kernel, const LaunchGeometry&
   if (flush_l2) {
     std::lock_guard<std::mutex> lock(mutex_);  // one flush buffer for all threads
     flush_caches();
+    last_probe_us_ = probe_memory();
   }
   // The call is through a pointer into another shared object, so the compiler cannot move
   // either clock read across it. The clock is this thread's CPU time, not the wall: time the

@@ -52,12 +52,18 @@ class CpuDevice : public Device {
                 const std::vector<KernelArg>& args) override;
   Status synchronize() override { return Status::ok(); }  // launches are synchronous
   // The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID) around the call: time spent
-  // descheduled while other processes run is not counted. With flush_l2, a 64 MiB scratch buffer is written first
-  // (outside the timed region) to evict the caches; CPUs with a larger last-level cache than
-  // that are timed partly warm.
+  // descheduled while other processes run is not counted. With flush_l2, a 64 MiB scratch buffer
+  // is written first (outside the timed region) to evict the caches; CPUs with a larger
+  // last-level cache than that are timed partly warm. Then, still outside the timed region, the
+  // memory probe reads a 256 KiB buffer the flush evicted (machine_probe_us).
   Result<double> time_launch(KernelHandle kernel, const LaunchGeometry& geometry,
                              const std::vector<KernelArg>& args, bool flush_l2) override;
   int sm_clock_mhz() override { return 0; }
+  // The probe of the last flushed time_launch, by the same clock as the kernel; 0 before one.
+  // Memory traffic of other processes (a compile, another program streaming memory) slows it
+  // as it slows a memory-bound kernel. The kernel cannot slow it: it runs before the kernel,
+  // after the flush has written over whatever the previous launch left in the caches.
+  double machine_probe_us() override;
 
  private:
   using EntryFn = void (*)(void**);
@@ -71,6 +77,7 @@ class CpuDevice : public Device {
   Result<LoadedKernel> find_kernel(KernelHandle kernel) const;
   static Status check_args(const LoadedKernel& kernel, const std::vector<KernelArg>& args);
   void flush_caches();
+  double probe_memory();  // the probe; the caller holds mutex_
 
   const std::string scratch_dir_;  // private (0700), made by create(), removed on destruction
   const std::string name_;
@@ -81,6 +88,9 @@ class CpuDevice : public Device {
   uint64_t next_file_ = 0;  // binaries get names never reused, see load()
   std::unique_ptr<unsigned char[]> flush_buffer_;  // allocated on the first flush
   unsigned char flush_byte_ = 0;
+  std::unique_ptr<uint64_t[]> probe_buffer_;  // allocated and filled on the first flush
+  uint64_t probe_sum_ = 0;                    // kept so the probe's reads cannot be dropped
+  double last_probe_us_ = 0;
 };
 
 }  // namespace kiln::eval

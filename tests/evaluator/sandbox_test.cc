@@ -360,6 +360,17 @@ TEST_F(SandboxTest, TimeReturnsSamplesAndCopiesEachSetsTimedOutputsBack) {
   EXPECT_LE(samples.size(), 40u);
   EXPECT_EQ((*reply)["clocks_mhz"].size(), samples.size());
   for (const json& s : samples) EXPECT_GT(s.get<double>(), 0.0);
+  // Without a flush there is no machine probe (its buffer would be read from the cache).
+  ASSERT_EQ((*reply)["probes_us"].size(), samples.size());
+  for (const json& p : (*reply)["probes_us"]) EXPECT_EQ(p.get<double>(), 0.0);
+  // With one, the cpu device reads its probe buffer from memory before every sample.
+  request["flush_l2"] = true;
+  request["max_samples"] = 8;
+  reply = sandbox->call(request, 10000);
+  ASSERT_TRUE(reply.is_ok()) << reply.status().to_string();
+  ASSERT_EQ((*reply)["ok"], true) << reply->dump();
+  ASSERT_EQ((*reply)["probes_us"].size(), (*reply)["samples_us"].size());
+  for (const json& p : (*reply)["probes_us"]) EXPECT_GT(p.get<double>(), 0.0) << reply->dump();
   for (int64_t i = 0; i < kN; ++i) {
     ASSERT_EQ(floats(*sandbox, 8192)[i], 2.0f * static_cast<float>(i) + 2) << "set 0, " << i;
     ASSERT_EQ(floats(*sandbox, 16384 + 8192)[i], 6.0f * static_cast<float>(i) + 2)

@@ -1,6 +1,7 @@
 // The timing verdict's parts that need no device: the secret launch schedule of the sandbox child
 // (site masks that never repeat, launches kept by reservoir sampling), the statistics that keep
-// every sample and only flag a low clock, and the refusal of noisy or bimodal sample sets.
+// every sample and only flag a low clock, the refusal of noisy or bimodal sample sets, and the
+// samples set aside where a machine probe saw other processes load the machine.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -124,6 +125,83 @@ TEST(TimingProblem, RefusesSamplesTooNoisyForAMedian) {
   for (int i = 0; i < 100; ++i) s.push_back(1 + i * i);  // spread over two orders of magnitude
   const std::string why = timing_problem(s);
   EXPECT_NE(why.find("too noisy"), std::string::npos) << why;
+}
+
+// Samples of a memory-bound kernel while another process streams memory in bursts, as a 2-core
+// box showed them: quiet launches near 28 us with probes near 45 us, busy ones near 57 us with
+// probes near 85 us, interleaved in runs; `busy[i]` says which launches were busy.
+struct LoadedRun {
+  std::vector<double> samples, probes;
+};
+LoadedRun loaded_run(const std::vector<bool>& busy) {
+  LoadedRun run;
+  for (size_t i = 0; i < busy.size(); ++i) {
+    const double wobble = 1 + 0.02 * static_cast<double>(i % 5);
+    run.samples.push_back((busy[i] ? 57.0 : 28.0) * wobble);
+    run.probes.push_back((busy[i] ? 85.0 : 45.0) * wobble);
+  }
+  return run;
+}
+std::vector<bool> bursts(size_t n, size_t quiet, size_t busy) {  // `quiet` then `busy`, repeated
+  std::vector<bool> out;
+  while (out.size() < n) out.push_back(out.size() % (quiet + busy) >= quiet);
+  return out;
+}
+
+TEST(JudgeSamples, SetsAsideTheSamplesTakenWhileTheProbeSawTheMachineBusy) {
+  LoadedRun run = loaded_run(bursts(120, 5, 2));  // 2 of every 7 launches busy
+  ASSERT_NE(timing_problem(run.samples).find("bimodal"), std::string::npos);
+  SampleVerdict v = judge_samples(run.samples, run.probes, 10);
+  EXPECT_EQ(v.problem, "");
+  EXPECT_NE(v.busy.find("bimodal"), std::string::npos) << v.busy;
+  ASSERT_FALSE(v.quiet.empty());
+  for (size_t i : v.quiet) EXPECT_LT(run.samples[i], 40) << "sample " << i;
+  EXPECT_EQ(v.quiet.size(), 120u - 34u);  // 17 bursts of 2
+  // A busy sample or two at a quiet probe (an interrupt) stays in and changes nothing.
+  run.samples[0] = 60;
+  run.samples[7] = 61;
+  EXPECT_EQ(judge_samples(run.samples, run.probes, 10).problem, "");
+}
+
+// The probe runs before the kernel, so a kernel that does sixteen times the work on every other
+// launch is slow at quiet moments too: setting the busy samples aside leaves it bimodal.
+TEST(JudgeSamples, AKernelWhoseWorkDiffersIsRefusedWhateverTheProbeSaw) {
+  const std::vector<bool> busy = bursts(120, 5, 2);
+  LoadedRun run = loaded_run(busy);
+  for (size_t i = 1; i < run.samples.size(); i += 2) run.samples[i] *= 16;
+  SampleVerdict v = judge_samples(run.samples, run.probes, 10);
+  EXPECT_NE(v.problem.find("work differs between launches"), std::string::npos) << v.problem;
+  EXPECT_TRUE(v.quiet.empty());
+  EXPECT_EQ(v.busy, "");
+}
+
+TEST(JudgeSamples, WithoutUsableProbesEverySampleIsJudged) {
+  LoadedRun run = loaded_run(bursts(120, 5, 2));
+  const std::string whole = timing_problem(run.samples);
+  ASSERT_NE(whole, "");
+  for (const std::vector<double>& probes :
+       {std::vector<double>{}, std::vector<double>(120, 0.0),
+        std::vector<double>(run.probes.begin(), run.probes.end() - 1)}) {
+    SampleVerdict v = judge_samples(run.samples, probes, 10);
+    EXPECT_EQ(v.problem, whole) << probes.size() << " probes";
+    EXPECT_TRUE(v.quiet.empty());
+  }
+  // A set with no problem keeps every sample, busy ones included.
+  LoadedRun calm = loaded_run(bursts(120, 40, 1));
+  SampleVerdict v = judge_samples(calm.samples, calm.probes, 10);
+  EXPECT_EQ(v.problem, "");
+  EXPECT_TRUE(v.quiet.empty());
+}
+
+// Where the machine was quiet for too few samples, the quiet part is no timing: the whole set is
+// refused as it is, and the caller times again. Busy for most of the set, the probes' lower
+// quartile is a busy one and nothing stands out; fewer quiet samples than min_quiet are too few.
+TEST(JudgeSamples, TooFewQuietSamplesAreNoTiming) {
+  LoadedRun mostly_busy = loaded_run(bursts(120, 1, 4));  // 24 quiet of 120
+  EXPECT_NE(judge_samples(mostly_busy.samples, mostly_busy.probes, 10).problem, "");
+  LoadedRun run = loaded_run(bursts(120, 5, 2));  // 86 quiet
+  EXPECT_NE(judge_samples(run.samples, run.probes, 100).problem, "");
+  EXPECT_EQ(judge_samples(run.samples, run.probes, 86).problem, "");
 }
 
 }  // namespace
