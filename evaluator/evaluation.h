@@ -198,6 +198,7 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
 // have none, the problem was the machine's: `quiet` lists those samples (by index) and `busy`
 // keeps what the whole set was refused for. A kernel whose own work differs between launches
 // gains nothing: the probe runs before it, so its slow launches are slow at quiet moments too.
+// A problem that stands says how many samples the probe saw busy, where it saw any.
 inline constexpr double kBusyProbeRatio = 1.3;
 struct SampleVerdict {
   std::string problem;        // "" when the set (or its quiet part) gives a time

@@ -209,8 +209,16 @@ SampleVerdict judge_samples(const std::vector<double>& samples_us,
     quiet.push_back(i);
     kept.push_back(samples_us[i]);
   }
-  if (quiet.size() == n || quiet.size() < std::max(min_quiet, (n + 3) / 4)) return v;
-  if (!timing_problem(kept).empty()) return v;
+  if (quiet.size() == n) return v;
+  // Refused with busy samples in the set, the verdict says how many: a user can tell a loaded
+  // machine from a kernel.
+  const std::string busy_count = " (" + std::to_string(n - quiet.size()) + " of " +
+                                 std::to_string(n) +
+                                 " samples taken while the machine probe saw the machine busy)";
+  if (quiet.size() < std::max(min_quiet, (n + 3) / 4) || !timing_problem(kept).empty()) {
+    v.problem += busy_count;
+    return v;
+  }
   v.busy = std::move(v.problem);
   v.problem.clear();
   v.quiet = std::move(quiet);
