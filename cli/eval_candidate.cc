@@ -144,7 +144,10 @@ Result<std::map<std::string, std::string>> parse_pairs(const std::string& text, 
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       return invalid_argument(std::string(what) + ": '" + item + "' is not KEY=VALUE");
     }
-    out[item.substr(0, eq)] = item.substr(eq + 1);
+    if (!out.emplace(item.substr(0, eq), item.substr(eq + 1)).second) {
+      return invalid_argument(std::string(what) + ": '" + item.substr(0, std::min<size_t>(eq, 60)) +
+                              "' is given twice");
+    }
   }
   return out;
 }

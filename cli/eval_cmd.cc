@@ -3,6 +3,7 @@
 // summary (or the result as JSON).
 #include "cli/eval_cmd.h"
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -135,8 +136,14 @@ int run_eval(const EvalArgs& a) {
     Shape s = target->benchmark;
     for (const auto& [k, v] : *pairs) {
       if (!s.count(k)) return fail("--shape: '" + k + "' is not a dim of " + target->name, 2);
-      s[k] = std::stoll(v);
-      if (s[k] < 1) return fail("--shape: " + k + " must be positive", 2);
+      int64_t n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > kMaxDimSize) {
+        return fail("--shape: " + k + "=" + v.substr(0, 40) +
+                        ": a size is a whole number from 1 to " + std::to_string(kMaxDimSize),
+                    2);
+      }
+      s[k] = n;
     }
     options.benchmark_override = s;
   }

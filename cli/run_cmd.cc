@@ -120,6 +120,8 @@ int run_search(const RunArgs& args) {
     if (Result<std::pair<std::string, uint16_t>> hp = net::parse_host_port(a.http); !hp.is_ok())
       return fail("--http: " + hp.status().message() + "; or off");
   }
+  Result<std::vector<int>> gpu_list = parse_gpu_list(a.gpus);
+  if (!gpu_list.is_ok()) return fail(gpu_list.status().message());
   if (!a.backend.empty() && !is_backend(a.backend)) {
     return fail("unknown backend '" + a.backend + "' for --backend (valid: cuda, cpu, triton)");
   }
@@ -263,8 +265,7 @@ int run_search(const RunArgs& args) {
       targets.push_back(std::move(t).value());
     }
   }
-  std::vector<int> gpus;
-  for (const auto& g : split_list(a.gpus)) gpus.push_back(std::atoi(g.c_str()));
+  std::vector<int> gpus = std::move(gpu_list).value();
   if (backend.empty() && a.coordinator_mode) backend = "cuda";  // the workers' backend, not ours
   if (backend.empty()) {
 #ifdef KILN_HAVE_CUDA
@@ -308,7 +309,11 @@ int run_search(const RunArgs& args) {
     cuda::CudaProbe p = cuda::probe_cuda();
     std::set<std::string> local;
     for (int g : gpus) {
-      if (g >= 0 && static_cast<size_t>(g) < p.gpus.size()) local.insert(p.gpus[g].name);
+      if (static_cast<size_t>(g) >= p.gpus.size()) {
+        return fail("--gpus: GPU " + std::to_string(g) + " is not on this machine (it has " +
+                    std::to_string(p.gpus.size()) + "; `kiln version` lists them)");
+      }
+      local.insert(p.gpus[g].name);
     }
     if (local.size() > 1) gpu_models.assign(local.begin(), local.end());
   }

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -41,6 +43,24 @@ std::vector<std::string> split_list(const std::string& s) {
   std::string item;
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Result<std::vector<int>> parse_gpu_list(const std::string& text, const std::string& option) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(text)) {
+    int g = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), g);
+    if (ec != std::errc() || end != item.data() + item.size() || g < 0 || g > 4095) {
+      return invalid_argument(option + ": '" + item.substr(0, 40) +
+                              "' is not a GPU index (0, 1, ...: `kiln version` lists the GPUs)");
+    }
+    if (std::find(out.begin(), out.end(), g) != out.end()) {
+      return invalid_argument(option + ": GPU " + item +
+                              " is named twice (one evaluator per GPU: two would time each other)");
+    }
+    out.push_back(g);
+  }
   return out;
 }
 

@@ -20,6 +20,11 @@ Result<std::chrono::seconds> parse_duration(const std::string& text,
 // "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::string& s);
 
+// "0,2,3" -> {0, 2, 3}: each a whole number from 0 to 4095, none twice (two evaluators on one GPU
+// would time each other). `option` names the flag in errors.
+Result<std::vector<int>> parse_gpu_list(const std::string& text,
+                                        const std::string& option = "--gpus");
+
 // Whether `pid` is a live process (a zombie, or a pid no one holds, is not).
 bool process_alive(pid_t pid);
 

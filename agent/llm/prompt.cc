@@ -4,6 +4,8 @@
 #include "agent/llm/prompt.h"
 
 #include <cctype>
+#include <charconv>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -305,15 +307,21 @@ Result<ParsedReply> parse_reply(const std::string& text, const TargetSpec& spec,
       if (!j["params"].is_object()) return invalid_argument("\"params\" is not an object");
       for (const auto& [k, v] : j["params"].items()) {
         if (!tmpl.space.count(k)) return invalid_argument("\"params\" names '" + k.substr(0, 40) + "', not a template parameter");
+        // An integer, or a string that is one whole ("16"; "1-2", "-" and "16x" are not).
         int64_t value = 0;
-        if (v.is_number_integer()) {
+        bool whole = false;
+        if (v.is_number_unsigned()) {
+          whole = v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+          if (whole) value = static_cast<int64_t>(v.get<uint64_t>());
+        } else if (v.is_number_integer()) {
+          whole = true;
           value = v.get<int64_t>();
-        } else if (v.is_string() && !v.get<std::string>().empty() && v.get<std::string>().size() < 19 &&
-                   v.get<std::string>().find_first_not_of("-0123456789") == std::string::npos) {
-          value = std::stoll(v.get<std::string>());
-        } else {
-          return invalid_argument("\"params\"." + k + " is not an integer");
+        } else if (v.is_string()) {
+          const std::string& t = v.get_ref<const std::string&>();
+          const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
+          whole = !t.empty() && ec == std::errc() && end == t.data() + t.size();
         }
+        if (!whole) return invalid_argument("\"params\"." + k.substr(0, 40) + " is not an integer");
         out.params[k] = std::to_string(value);
       }
     }

@@ -117,6 +117,16 @@ TEST_F(LlmPromptTest, RepliesWithoutUsableCodeAreRefusedWithTheReason) {
   EXPECT_NE(why(std::string("```cpp\n") + kKernel + "```\n```json\n{\"params\": {\"UNROLL\": 2.5}}\n```")
                 .find("not an integer"),
             std::string::npos);
+  // Strings that only look like integers, and an integer past int64, are not integers either (a
+  // "-" once reached std::stoll, whose exception would end the agent).
+  for (const char* value : {"\"-\"", "\"--\"", "\"1-2\"", "\"16x\"", "\"\"", "\" 16\"",
+                            "18446744073709551615", "\"99999999999999999999\""}) {
+    EXPECT_NE(why(std::string("```cpp\n") + kKernel +
+                  "```\n```json\n{\"params\": {\"UNROLL\": " + value + "}}\n```")
+                  .find("\"params\".UNROLL is not an integer"),
+              std::string::npos)
+        << value;
+  }
   EXPECT_EQ(why(std::string("```cpp\n") + kKernel + "```\n```json\n{\"params\": [1]}\n```"),
             "\"params\" is not an object");
   EXPECT_EQ(why(std::string("```cpp\n") + kKernel + "```\n```json\nnot json\n```"),

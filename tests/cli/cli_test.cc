@@ -150,6 +150,46 @@ TEST(Cli, TritonKernelsAreCheckedWithoutAGpuAndRunOnlyWhereOneIs) {
   }
 }
 
+// A size that is not a whole number in range, or a key given twice, is a usage error that names
+// it -- not an exception's name, and not a prefix of the value read as the size ("1e3" as 1).
+TEST(Cli, EvalRefusesShapesAndParamsThatDoNotParse) {
+  testing::TempDir dir;
+  const std::string eval =
+      kiln_binary() + " eval reduce --backend cpu --no-time --cache-dir " + dir.path() + " ";
+  for (const char* shape : {"M=1e3,N=64", "M=99999999999999999999,N=64", "M=2147483648,N=64",
+                            "M=0,N=64", "M=-4,N=64", "M=12abc,N=64", "M= 12,N=64"}) {
+    std::string text;
+    EXPECT_EQ(run_command(eval + "--shape '" + std::string(shape) + "'", &text), 2) << text;
+    EXPECT_NE(text.find("a size is a whole number from 1 to 2147483647"), std::string::npos)
+        << shape << ": " << text;
+  }
+  std::string text;
+  EXPECT_EQ(run_command(eval + "--shape M=4,M=8,N=64", &text), 2) << text;
+  EXPECT_NE(text.find("--shape: 'M' is given twice"), std::string::npos) << text;
+  EXPECT_EQ(run_command(eval + "--params UNROLL=2,UNROLL=4", &text), 2) << text;
+  EXPECT_NE(text.find("--params: 'UNROLL' is given twice"), std::string::npos) << text;
+}
+
+// --gpus names GPU indices; a word, a negative or a repeated index is refused before anything
+// starts (a word was read as GPU 0).
+TEST(Cli, RunRefusesGpuListsThatAreNotIndices) {
+  testing::TempDir dir;
+  for (const auto& [gpus, says] :
+       {std::pair<std::string, std::string>{"x", "'x' is not a GPU index"},
+        {"0,-1", "'-1' is not a GPU index"},
+        {"1e3", "'1e3' is not a GPU index"},
+        {"0,1,0", "GPU 0 is named twice"}}) {
+    std::string text;
+    EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --gpus " + gpus + " --out " +
+                              dir.path() + "/run",
+                          &text),
+              2)
+        << text;
+    EXPECT_NE(text.find("--gpus: " + says), std::string::npos) << gpus << ": " << text;
+    EXPECT_FALSE(std::filesystem::exists(dir.path() + "/run/redis")) << gpus;
+  }
+}
+
 TEST(Cli, ABindPortOutOfRangeIsRefusedInsteadOfListeningElsewhere) {
   testing::TempDir dir;
   for (const char* bind : {"tcp://0.0.0.0:99999", "tcp://0.0.0.0", "udp://0.0.0.0:5555"}) {
