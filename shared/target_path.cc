@@ -62,6 +62,17 @@ Result<std::string> find_target(const std::string& dirs, const std::string& name
       if (holds_target(fs::path(f) / name)) return (fs::path(f) / name).string();
     }
   }
+  // A path: say what is wrong with it, then where names are looked for.
+  if (name.find('/') != std::string::npos || name == "." || name == "..") {
+    std::error_code ec;
+    const std::string quoted = "'" + name.substr(0, 200) + "'";
+    const std::string why =
+        !fs::exists(name, ec)         ? "no target folder " + quoted + " (it does not exist)"
+        : !fs::is_directory(name, ec) ? quoted + " is a file, not a target folder"
+                                      : quoted + " holds no target.json";
+    return not_found(why + "; a target is a folder with a target.json (docs/targets.md), and a " +
+                     "name without '/' is looked for in " + joined(folders));
+  }
   return not_found("no target '" + name + "' in " + joined(folders) +
                    " (list them with `kiln targets`; add folders with --targets-dir A:B)");
 }

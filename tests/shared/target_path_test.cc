@@ -62,6 +62,17 @@ TEST_F(TargetPath, OwnFoldersComeFirstAndTheBuiltInFolderLast) {
     EXPECT_NE(r.status().message().find(a), std::string::npos) << r.status().message();
     EXPECT_NE(r.status().message().find(default_targets_dir()), std::string::npos);
   }
+  // A path says what is wrong with it: missing, a file, or a folder without a target.json.
+  const std::string file = dir_.file("plain.txt");
+  std::ofstream(file) << "x";
+  for (const auto& [path, says] :
+       {std::pair<std::string, std::string>{dir_.file("gone"), "(it does not exist)"},
+        {file, "is a file, not a target folder"},
+        {a, "holds no target.json"}}) {
+    Result<std::string> r = find_target(a, path);
+    ASSERT_FALSE(r.is_ok()) << path;
+    EXPECT_NE(r.status().message().find(says), std::string::npos) << r.status().message();
+  }
 }
 
 TEST_F(TargetPath, TheEnvironmentNamesFoldersWhenTheCommandLineDoesNot) {
