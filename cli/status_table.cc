@@ -29,6 +29,16 @@ std::string short_model(const std::string& model) {
   return space == std::string::npos ? m : m.substr(0, space);
 }
 
+// "87%", or "<1%" for a figure that would round to 0 (the cpu backend's floor is a sanity bound
+// far below any real kernel: docs/evaluator.md); "-" without one.
+std::string floor_percent(double fraction) {
+  if (!(fraction > 0)) return "-";
+  if (fraction < 0.005) return "<1%";
+  char b[16];
+  std::snprintf(b, sizeof(b), "%.0f%%", 100 * fraction);
+  return b;
+}
+
 }  // namespace
 
 std::string table_label(const coordinator::TargetReport& r) {
@@ -42,13 +52,14 @@ void print_status_table(const std::vector<coordinator::TargetReport>& reports, F
   std::fprintf(to, "%-*s %6s %6s %6s %12s %12s %8s %7s  %s\n", width, "target", "evals", "fails", "kept",
                "seed us", "best us", "speedup", "floor", "state");
   for (const auto& r : reports) {
-    char speed[16] = "-", floor[16] = "-";
+    char speed[16] = "-";
     if (r.seed_us > 0 && r.best_us > 0) std::snprintf(speed, sizeof(speed), "%.2fx", r.seed_us / r.best_us);
-    if (r.fraction_of_floor > 0) std::snprintf(floor, sizeof(floor), "%.0f%%", 100 * r.fraction_of_floor);
-    std::fprintf(to, "%-*s %6llu %6llu %6llu %12s %12s %8s %7s  %s\n", width, table_label(r).c_str(),
-                 static_cast<unsigned long long>(r.evaluations), static_cast<unsigned long long>(r.failures),
+    const std::string floor = floor_percent(r.fraction_of_floor);
+    std::fprintf(to, "%-*s %6llu %6llu %6llu %12s %12s %8s %7s  %s\n", width,
+                 table_label(r).c_str(), static_cast<unsigned long long>(r.evaluations),
+                 static_cast<unsigned long long>(r.failures),
                  static_cast<unsigned long long>(r.accepted), fmt_us(r.seed_us).c_str(),
-                 fmt_us(r.best_us).c_str(), speed, floor, r.state.c_str());
+                 fmt_us(r.best_us).c_str(), speed, floor.c_str(), r.state.c_str());
   }
 }
 
@@ -99,10 +110,7 @@ std::string progress_line(const coordinator::TargetReport& r) {
       line += speed;
     }
   }
-  if (r.fraction_of_floor > 0) {
-    line +=
-        ", " + std::to_string(static_cast<int>(100 * r.fraction_of_floor + 0.5)) + "% of the floor";
-  }
+  if (r.fraction_of_floor > 0) line += ", " + floor_percent(r.fraction_of_floor) + " of the floor";
   return line;
 }
 

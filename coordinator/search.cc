@@ -259,8 +259,11 @@ CrownStep Population::propose_crown(const Individual& candidate) {
 
 CrownStep Population::confirm_crown(std::string_view id, double retimed_median_us,
                                     double retimed_noise_rel) {
-  if (!pending_ || pending_->id != id) {
-    return {CrownState::kRejected, std::string(id) + " is not pending re-time"};
+  if (!pending_) return {CrownState::kRejected, "no longer pending re-time"};
+  if (pending_->id != id) {
+    // A faster candidate took its place while this re-time ran; that one's re-time decides.
+    return {CrownState::kRejected, "no longer pending re-time: " + pending_->id.substr(0, 12) +
+                                       " (faster) took its place"};
   }
   Individual candidate = std::move(*pending_);
   pending_.reset();

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #include "cli/resume_command.h"
 #include "cli/status_table.h"
@@ -44,6 +46,33 @@ TEST(ProgressLines, PrintsATargetWhenItsStateOrBestChangesAndCountersAtMostEvery
   EXPECT_NE(
       lines.update({report("converged: patience", 62, "c1")}, t0 + seconds(601)).find("converged"),
       std::string::npos);
+}
+
+// The floor's share: rounded, "<1%" where it would round to 0 (the cpu backend's sanity bound;
+// "0%" read as a kernel that does nothing useful), nothing without one; the table likewise.
+TEST(ProgressLines, TheFloorsShareIsNeverShownAsZero) {
+  coordinator::TargetReport r = report("searching", 1, "c1");
+  r.fraction_of_floor = 0.0031;
+  ProgressLines lines(seconds(60));
+  const auto t0 = ProgressLines::Clock::time_point{};
+  EXPECT_NE(lines.update({r}, t0).find("(2.00x), <1% of the floor\n"), std::string::npos);
+  r.fraction_of_floor = 0.874;
+  r.best_us = 40;
+  r.best_id = "c2";  // a new best: printed at once
+  EXPECT_NE(lines.update({r}, t0 + seconds(1)).find("(2.50x), 87% of the floor\n"),
+            std::string::npos);
+
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* table = open_memstream(&text, &size);
+  coordinator::TargetReport none = report("searching", 1, "");
+  r.fraction_of_floor = 0.0031;
+  print_status_table({r, none}, table);
+  std::fclose(table);
+  const std::string printed(text, size);
+  std::free(text);
+  EXPECT_NE(printed.find("2.50x     <1%"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("1.00x       -"), std::string::npos) << printed;
 }
 
 TEST(ResumeCommand, NamesEveryGivenOptionAndQuotesWhatTheShellWouldSplit) {

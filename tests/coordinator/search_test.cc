@@ -254,7 +254,9 @@ TEST(SearchCrown, RetimeThatNoLongerBeatsTheBestIsRejected) {
       << s.reason;
   EXPECT_EQ(pop.crowned()->id, "seed");
   EXPECT_FALSE(pop.pending_crown().has_value());
-  EXPECT_EQ(pop.confirm_crown("lucky", 90, 0).state, CrownState::kRejected);  // nothing pending
+  CrownStep none = pop.confirm_crown("lucky", 90, 0);  // nothing pending
+  EXPECT_EQ(none.state, CrownState::kRejected);
+  EXPECT_EQ(none.reason, "no longer pending re-time");
 }
 
 TEST(SearchCrown, ProposalMustBeatTheBestAndAnyPendingCandidate) {
@@ -265,7 +267,9 @@ TEST(SearchCrown, ProposalMustBeatTheBestAndAnyPendingCandidate) {
   EXPECT_EQ(pop.propose_crown(ind("b", 92)).state, CrownState::kRejected);
   EXPECT_EQ(pop.propose_crown(ind("c", 80)).state, CrownState::kNeedsRetime);
   EXPECT_EQ(pop.pending_crown()->id, "c");
-  EXPECT_EQ(pop.confirm_crown("a", 90, 0).state, CrownState::kRejected);  // replaced by c
+  CrownStep replaced = pop.confirm_crown("a", 90, 0);
+  EXPECT_EQ(replaced.state, CrownState::kRejected);
+  EXPECT_EQ(replaced.reason, "no longer pending re-time: c (faster) took its place");
 }
 
 // ---- Migration ----
