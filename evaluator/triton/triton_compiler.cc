@@ -131,7 +131,8 @@ CompileOutput TritonCompiler::compile(const CompileRequest& request) {
       req["constants"][name] = v;
     }
   }
-  const int warps = req["num_warps"].get<int>();
+  // Read at full width: an int would see 4294967300 as 4.
+  const auto warps = req["num_warps"].get<long long>();
   if (warps < 1 || warps > 32 || (warps & (warps - 1)) != 0) {
     return failed("kiln: num_warps=" + std::to_string(warps) + " is not a power of two in 1..32",
                   key);

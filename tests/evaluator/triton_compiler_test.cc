@@ -124,6 +124,11 @@ TEST_F(TritonCompilerTest, SaysWhenTheKernelsParametersAreNotWhatTheTargetPasses
   out = compiler_->compile(r);
   EXPECT_FALSE(out.ok);
   EXPECT_NE(out.log.find("num_warps=3 is not a power of two"), std::string::npos) << out.log;
+  r.defines["num_warps"] = "4294967300";  // 4 in an int's low bits
+  out = compiler_->compile(r);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("num_warps=4294967300 is not a power of two"), std::string::npos)
+      << out.log;
 
   r = add_request();
   r.kernel_name = "mul";
