@@ -193,20 +193,23 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
 // What timing_problem says of one timing, with the machine's share set apart. Where the backend
 // probes the machine before each sample (Device::machine_probe_us: `probes_us`, one per sample,
 // all positive), a sample whose probe took more than busy_ratio x the probes' lower quartile was
-// taken while other processes loaded the machine. When the whole set has a problem and the
-// samples taken while the machine was quiet -- at least `min_quiet`, and a quarter of the set --
-// have none, the problem was the machine's: `quiet` lists those samples (by index) and `busy`
-// keeps what the whole set was refused for. A kernel whose own work differs between launches
-// gains nothing: the probe runs before it, so its slow launches are slow at quiet moments too.
-// A problem that stands says how many samples the probe saw busy, where it saw any.
+// taken while other processes loaded the machine. Such a sample can be set aside where that
+// slowdown explains it: the sample is at most `slack` x the quiet samples' median scaled by its
+// probe over the quartile. When the whole set has a problem and the rest -- at least `min_kept`,
+// and a quarter of the set -- has none, the problem was the machine's: `kept` lists the samples
+// that count (by index) and `busy` keeps what the whole set was refused for. A kernel whose own
+// work differs between launches gains nothing: the probe runs before it, so its expensive
+// launches fall at quiet moments too, and where they fall at busy ones they are slower than the
+// machine explains. A problem that stands says how many samples the probe saw busy.
 inline constexpr double kBusyProbeRatio = 1.3;
+inline constexpr double kBusySlowdownSlack = 1.5;
 struct SampleVerdict {
-  std::string problem;        // "" when the set (or its quiet part) gives a time
-  std::vector<size_t> quiet;  // empty: every sample counts
-  std::string busy;           // the whole set's problem, where `quiet` cleared it
+  std::string problem;       // "" when the set (or its kept part) gives a time
+  std::vector<size_t> kept;  // empty: every sample counts
+  std::string busy;          // the whole set's problem, where setting samples aside cleared it
 };
 SampleVerdict judge_samples(const std::vector<double>& samples_us,
-                            const std::vector<double>& probes_us, size_t min_quiet,
-                            double busy_ratio = kBusyProbeRatio);
+                            const std::vector<double>& probes_us, size_t min_kept,
+                            double busy_ratio = kBusyProbeRatio, double slack = kBusySlowdownSlack);
 
 }  // namespace kiln::eval

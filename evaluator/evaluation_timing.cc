@@ -255,7 +255,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   Result<nlohmann::json> reply = internal_error("not timed");
   Result<std::vector<double>> samples = internal_error("not timed");
   std::string problem;  // timing_problem() of the last attempt's samples
-  SampleVerdict verdict;  // of the last attempt: its quiet samples where the machine was busy
+  SampleVerdict verdict;  // of the last attempt: the samples that count where the machine was busy
   bool early = false;   // the child stopped once the samples were clearly above early_stop_us
   for (;;) {
     if (rotate) req["sites"] = draw_sites();
@@ -311,25 +311,29 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     return fail(proto::Outcome::kInternalError, what + ": " + bad.message(), 0, 0);
   }
   // Samples taken while other processes loaded the machine are set aside where they alone made
-  // the set unusable (judge_samples: the quiet part holds a quarter of the set and half the
-  // samples a timing takes at the least); the clocks go with their samples.
+  // the set unusable (judge_samples: those the probe's slowdown explains, where the rest holds a
+  // quarter of the set and half the samples a timing takes at the least); the clocks go with
+  // their samples.
   std::string busy_note;
   size_t busy = 0;
-  if (!verdict.quiet.empty()) {
+  if (!verdict.kept.empty()) {
     const size_t all = samples->size();
-    busy = all - verdict.quiet.size();
-    std::vector<double> quiet_samples, quiet_clocks;
-    for (size_t i : verdict.quiet) {
-      quiet_samples.push_back((*samples)[i]);
-      if (i < clocks->size()) quiet_clocks.push_back((*clocks)[i]);
+    busy = all - verdict.kept.size();
+    std::vector<double> kept_samples, kept_clocks;
+    for (size_t i : verdict.kept) {
+      kept_samples.push_back((*samples)[i]);
+      if (i < clocks->size()) kept_clocks.push_back((*clocks)[i]);
     }
-    *samples = std::move(quiet_samples);
-    if (quiet_clocks.size() == samples->size()) *clocks = std::move(quiet_clocks);
+    *samples = std::move(kept_samples);
+    if (kept_clocks.size() == samples->size()) *clocks = std::move(kept_clocks);
     r->metrics["busy_samples"] = static_cast<double>(busy);
     busy_note = "; " + std::to_string(busy) + " of " + std::to_string(all) +
                 " samples set aside, taken while other processes loaded the machine (its memory "
                 "probe over " +
-                fmt_double(kBusyProbeRatio) + "x its quiet time); with them: " + verdict.busy;
+                fmt_double(kBusyProbeRatio) +
+                "x its quiet time, the sample no slower than that "
+                "explains); with them: " +
+                verdict.busy;
   }
   if (std::string oob = guard_violations(*reply, sets[0].slots); !oob.empty()) {
     return fail(proto::Outcome::kRejected, what + ": " + oob, 0, 0);
@@ -448,9 +452,8 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     retry_note = "; timing " + std::to_string(attempt) + " of " + std::to_string(attempts) +
                  ", the first refused: " + first_problem;
   stage("timing", true,
-        (busy_note.empty() ? "median of all " : "median of the ") + std::to_string(t.samples) +
-            (busy_note.empty() ? " samples" : " samples taken while the machine was quiet") +
-            (clock_note.empty() ? "" : "; " + clock_note) + busy_note + retry_note,
+        (busy_note.empty() ? "median of all " : "median of ") + std::to_string(t.samples) +
+            " samples" + (clock_note.empty() ? "" : "; " + clock_note) + busy_note + retry_note,
         0, t.samples);
   ExprVars vars = expr_vars(bench, dtype, c.params);
   const double bytes = eval_expr(target.bytes_expr, vars).value_or(0);

@@ -192,8 +192,8 @@ std::string timing_problem(const std::vector<double>& samples_us, double max_noi
 }
 
 SampleVerdict judge_samples(const std::vector<double>& samples_us,
-                            const std::vector<double>& probes_us, size_t min_quiet,
-                            double busy_ratio) {
+                            const std::vector<double>& probes_us, size_t min_kept,
+                            double busy_ratio, double slack) {
   SampleVerdict v;
   v.problem = timing_problem(samples_us);
   const size_t n = samples_us.size();
@@ -201,27 +201,39 @@ SampleVerdict judge_samples(const std::vector<double>& samples_us,
   if (std::any_of(probes_us.begin(), probes_us.end(), [](double p) { return !(p > 0); })) return v;
   std::vector<double> sorted = probes_us;
   std::sort(sorted.begin(), sorted.end());
-  const double busy_above = busy_ratio * quantile(sorted, 0.25);
-  std::vector<size_t> quiet;
-  std::vector<double> kept;
+  const double quiet_probe = quantile(sorted, 0.25);
+  std::vector<double> quiet_samples;
   for (size_t i = 0; i < n; ++i) {
-    if (probes_us[i] > busy_above) continue;
-    quiet.push_back(i);
-    kept.push_back(samples_us[i]);
+    if (probes_us[i] <= busy_ratio * quiet_probe) quiet_samples.push_back(samples_us[i]);
   }
-  if (quiet.size() == n) return v;
+  if (quiet_samples.size() == n) return v;
+  std::sort(quiet_samples.begin(), quiet_samples.end());
+  const double quiet_median = quiet_samples.empty() ? 0 : quantile(quiet_samples, 0.5);
+  // A busy sample is set aside only where the machine's slowdown explains it: no slower than
+  // the quiet median scaled by how much slower its probe ran, with some slack. Sixteen times the
+  // work at a moment the probe ran twice as slow stays in the set.
+  std::vector<size_t> kept;
+  std::vector<double> kept_samples;
+  size_t busy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool is_busy = probes_us[i] > busy_ratio * quiet_probe;
+    busy += is_busy;
+    if (is_busy && samples_us[i] <= quiet_median * probes_us[i] / quiet_probe * slack) continue;
+    kept.push_back(i);
+    kept_samples.push_back(samples_us[i]);
+  }
   // Refused with busy samples in the set, the verdict says how many: a user can tell a loaded
   // machine from a kernel.
-  const std::string busy_count = " (" + std::to_string(n - quiet.size()) + " of " +
-                                 std::to_string(n) +
+  const std::string busy_count = " (" + std::to_string(busy) + " of " + std::to_string(n) +
                                  " samples taken while the machine probe saw the machine busy)";
-  if (quiet.size() < std::max(min_quiet, (n + 3) / 4) || !timing_problem(kept).empty()) {
+  if (kept.size() == n || kept.size() < std::max(min_kept, (n + 3) / 4) ||
+      !timing_problem(kept_samples).empty()) {
     v.problem += busy_count;
     return v;
   }
   v.busy = std::move(v.problem);
   v.problem.clear();
-  v.quiet = std::move(quiet);
+  v.kept = std::move(kept);
   return v;
 }
 
