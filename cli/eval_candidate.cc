@@ -3,7 +3,6 @@
 #include "cli/eval_candidate.h"
 
 #include <cctype>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include <sstream>
 
 #include "cli/sweep.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -31,9 +31,8 @@ std::string number(double v) {
 
 // "0256" and "256" name the same value; a value that is not an integer is kept as it is.
 std::string normalized(const std::string& v) {
-  long long x = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-  return ec == std::errc() && end == v.data() + v.size() ? std::to_string(x) : v;
+  const std::optional<int64_t> x = parse_int64(v);
+  return x ? std::to_string(*x) : v;
 }
 
 // The identifiers of `expr` in order of first appearance.

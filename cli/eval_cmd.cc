@@ -3,7 +3,6 @@
 // summary (or the result as JSON).
 #include "cli/eval_cmd.h"
 
-#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +22,7 @@
 #include "shared/hash.h"
 #include "shared/target_path.h"
 #include "shared/target_spec.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -136,14 +136,13 @@ int run_eval(const EvalArgs& a) {
     Shape s = target->benchmark;
     for (const auto& [k, v] : *pairs) {
       if (!s.count(k)) return fail("--shape: '" + k + "' is not a dim of " + target->name, 2);
-      int64_t n = 0;
-      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-      if (ec != std::errc() || end != v.data() + v.size() || n < 1 || n > kMaxDimSize) {
+      const std::optional<int64_t> n = parse_int64(v);
+      if (!n || *n < 1 || *n > kMaxDimSize) {
         return fail("--shape: " + k + "=" + v.substr(0, 40) +
                         ": a size is a whole number from 1 to " + std::to_string(kMaxDimSize),
                     2);
       }
-      s[k] = n;
+      s[k] = *n;
     }
     options.benchmark_override = s;
   }

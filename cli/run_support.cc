@@ -8,13 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "shared/text.h"
 
 namespace kiln::cli {
 
@@ -49,17 +50,16 @@ std::vector<std::string> split_list(const std::string& s) {
 Result<std::vector<int>> parse_gpu_list(const std::string& text, const std::string& option) {
   std::vector<int> out;
   for (const std::string& item : split_list(text)) {
-    int g = -1;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), g);
-    if (ec != std::errc() || end != item.data() + item.size() || g < 0 || g > 4095) {
+    const std::optional<int64_t> g = parse_int64(item);
+    if (!g || *g < 0 || *g > 4095) {
       return invalid_argument(option + ": '" + item.substr(0, 40) +
                               "' is not a GPU index (0, 1, ...: `kiln version` lists the GPUs)");
     }
-    if (std::find(out.begin(), out.end(), g) != out.end()) {
+    if (std::find(out.begin(), out.end(), *g) != out.end()) {
       return invalid_argument(option + ": GPU " + item +
                               " is named twice (one evaluator per GPU: two would time each other)");
     }
-    out.push_back(g);
+    out.push_back(static_cast<int>(*g));
   }
   return out;
 }

@@ -120,7 +120,7 @@ class Device {
   // its kernel, in microseconds, or 0 where the backend takes no such probe. It measures the
   // machine, not the kernel: on the cpu backend other processes share the memory the kernel is
   // timed on, and a probe well above its usual time marks a sample taken while they were busy
-  // (quiet_samples in evaluation.h).
+  // (judge_samples in evaluation.h).
   virtual double machine_probe_us() { return 0; }
 
   // The tensor map (TMA descriptor) of `map` over the tensor at `base` (from alloc), encoded as

@@ -327,13 +327,12 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     *samples = std::move(kept_samples);
     if (kept_clocks.size() == samples->size()) *clocks = std::move(kept_clocks);
     r->metrics["busy_samples"] = static_cast<double>(busy);
-    busy_note = "; " + std::to_string(busy) + " of " + std::to_string(all) +
-                " samples set aside, taken while other processes loaded the machine (its memory "
-                "probe over " +
-                fmt_double(kBusyProbeRatio) +
-                "x its quiet time, the sample no slower than that "
-                "explains); with them: " +
-                verdict.busy;
+    busy_note =
+        "; " + std::to_string(busy) + " of " + std::to_string(all) +
+        " samples set aside, taken while other processes loaded the machine (its memory "
+        "probe over " +
+        fmt_double(kBusyProbeRatio) +
+        "x its quiet time, the sample no slower than that explains); with them: " + verdict.busy;
   }
   if (std::string oob = guard_violations(*reply, sets[0].slots); !oob.empty()) {
     return fail(proto::Outcome::kRejected, what + ": " + oob, 0, 0);

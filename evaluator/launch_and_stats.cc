@@ -202,9 +202,10 @@ SampleVerdict judge_samples(const std::vector<double>& samples_us,
   std::vector<double> sorted = probes_us;
   std::sort(sorted.begin(), sorted.end());
   const double quiet_probe = quantile(sorted, 0.25);
+  const double busy_above = busy_ratio * quiet_probe;
   std::vector<double> quiet_samples;
   for (size_t i = 0; i < n; ++i) {
-    if (probes_us[i] <= busy_ratio * quiet_probe) quiet_samples.push_back(samples_us[i]);
+    if (probes_us[i] <= busy_above) quiet_samples.push_back(samples_us[i]);
   }
   if (quiet_samples.size() == n) return v;
   std::sort(quiet_samples.begin(), quiet_samples.end());
@@ -216,7 +217,7 @@ SampleVerdict judge_samples(const std::vector<double>& samples_us,
   std::vector<double> kept_samples;
   size_t busy = 0;
   for (size_t i = 0; i < n; ++i) {
-    const bool is_busy = probes_us[i] > busy_ratio * quiet_probe;
+    const bool is_busy = probes_us[i] > busy_above;
     busy += is_busy;
     if (is_busy && samples_us[i] <= quiet_median * probes_us[i] / quiet_probe * slack) continue;
     kept.push_back(i);

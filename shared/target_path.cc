@@ -57,13 +57,14 @@ Result<std::string> find_target(const std::string& dirs, const std::string& name
   if (name.empty()) return invalid_argument("an empty target name");
   if (holds_target(name)) return name;
   const std::vector<std::string> folders = target_folders(dirs);
-  if (name.find('/') == std::string::npos && name != "." && name != "..") {
+  const bool is_path = name.find('/') != std::string::npos || name == "." || name == "..";
+  if (!is_path) {
     for (const auto& f : folders) {
       if (holds_target(fs::path(f) / name)) return (fs::path(f) / name).string();
     }
   }
   // A path: say what is wrong with it, then where names are looked for.
-  if (name.find('/') != std::string::npos || name == "." || name == "..") {
+  if (is_path) {
     std::error_code ec;
     const std::string quoted = "'" + name.substr(0, 200) + "'";
     const std::string why =

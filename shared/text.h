@@ -1,6 +1,8 @@
 // Small text helpers every component needs: C identifiers and errno messages.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -8,6 +10,11 @@ namespace kiln {
 
 // [A-Za-z_][A-Za-z0-9_]*: kernel names, macro names, target and dim names.
 bool is_identifier(std::string_view s);
+
+// `text` as a whole base-10 integer -- an optional '-' and digits, nothing else: no spaces, no
+// '+', no "1e3" or "16x" -- within int64's range; nullopt otherwise. For numbers from users, from
+// files and from models, where a prefix read as the number would be a wrong answer, not an error.
+std::optional<int64_t> parse_int64(std::string_view text);
 
 // strerror(err) as a string (the text of an errno value).
 std::string errno_text(int err);

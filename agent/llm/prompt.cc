@@ -4,7 +4,6 @@
 #include "agent/llm/prompt.h"
 
 #include <cctype>
-#include <charconv>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -12,6 +11,7 @@
 
 #include "evaluator/evaluation.h"
 #include "shared/hash.h"
+#include "shared/text.h"
 #include "shared/triton_settings.h"
 
 namespace kiln::agent::llm {
@@ -317,9 +317,9 @@ Result<ParsedReply> parse_reply(const std::string& text, const TargetSpec& spec,
           whole = true;
           value = v.get<int64_t>();
         } else if (v.is_string()) {
-          const std::string& t = v.get_ref<const std::string&>();
-          const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-          whole = !t.empty() && ec == std::errc() && end == t.data() + t.size();
+          const std::optional<int64_t> parsed = parse_int64(v.get_ref<const std::string&>());
+          whole = parsed.has_value();
+          value = parsed.value_or(0);
         }
         if (!whole) return invalid_argument("\"params\"." + k.substr(0, 40) + " is not an integer");
         out.params[k] = std::to_string(value);

@@ -9,6 +9,17 @@ namespace {
 
 // Peer text cannot start a new log line, move the cursor, or pass an escape of its own off as one
 // of ours; long text is cut and says how long it was.
+TEST(ParseInt64, TakesWholeIntegersOnly) {
+  EXPECT_EQ(parse_int64("16"), 16);
+  EXPECT_EQ(parse_int64("-4"), -4);
+  EXPECT_EQ(parse_int64("0256"), 256);
+  EXPECT_EQ(parse_int64("9223372036854775807"), INT64_MAX);
+  for (const char* bad : {"", "-", "--", "+4", " 4", "4 ", "1e3", "16x", "1-2", "2.5",
+                          "9223372036854775808", "99999999999999999999"}) {
+    EXPECT_FALSE(parse_int64(bad).has_value()) << "'" << bad << "'";
+  }
+}
+
 TEST(LogSafe, EscapesControlBytesAndBackslashesAndCutsLongText) {
   EXPECT_EQ(log_safe("worker-1"), "worker-1");
   EXPECT_EQ(log_safe("w\n[kiln] forged"), "w\\x0a[kiln] forged");
