@@ -41,6 +41,13 @@
 //   stores by other blocks, through the async proxy: writer and reader both fence the proxies
 //   (fence.proxy.async.global) around the counter's release and acquire. Where rows are not
 //   16-byte aligned kiln passes zero maps and the cp.async producer runs instead.
+// - HTMA 1 (TMA 1): a phase-1 tile's h leaves like y, through the warpgroup's two shared-memory
+//   buffers and TMA stores (map h_out, 64 x 64 boxes), instead of ordinary stores followed by a
+//   fence that waits for all of them. Each consumer warpgroup counts its own half of the tile
+//   (row blocks are complete at 2 x nt1 counts), and it counts late: during the next tile's
+//   second k-step, once its stores have completed, so the tensor cores do not wait for them. A
+//   warpgroup that would block on the next tile's first slot counts first (that tile may be a
+//   phase-2 tile waiting for this very row block).
 // - Rows whose pitch is not a multiple of 8 elements, or misaligned pointers: the same pipeline
 //   with element-wise guarded loads into the same layout (slow, correct). Stores are guarded.
 #ifndef ARCH
@@ -67,6 +74,9 @@
 #ifndef TMA
 #define TMA 0  // 1 (ARCH 2, WIDE 1, BN 256): TMA loads by one producer thread, TMA stores of y
 #endif
+#ifndef HTMA
+#define HTMA 0  // 1 (TMA 1): h leaves through TMA stores too, counted late (see above)
+#endif
 
 #define BM (64 * WG)          // one warpgroup (ARCH 1) or two warps (ARCH 0) per 64 rows
 #define BK 64
@@ -80,6 +90,7 @@ static_assert(kPref >= 1, "ARCH 1 needs STAGES >= 3");
 static_assert(BN == 128 || BN == 256, "BN is 128 or 256");
 static_assert(ARCH == 1 || WG == 2, "ARCH 0 uses 8 warps, ARCH 2 two consumer warpgroups");
 static_assert(!TMA || (ARCH == 2 && WIDE == 1 && BN == 256), "TMA is for ARCH 2, WIDE 1, BN 256");
+static_assert(!HTMA || TMA, "HTMA is for TMA 1");
 
 template <typename A, typename B> struct SameType { static constexpr bool value = false; };
 template <typename A> struct SameType<A, A> { static constexpr bool value = true; };
@@ -924,15 +935,18 @@ __device__ __forceinline__ void tma_store_wait_read() {
 // Accumulator half `v` (n8 blocks [jb, jb + 8) of it) of this thread, as one 64 x 64 block of T
 // in `buf`: row r, 16-byte chunk c at r * 128 + (c ^ (r & 7)) * 16 (the map's 128-byte swizzle, and
 // a warp's 4-byte writes land in 32 different banks).
-__device__ __forceinline__ void put_block(const float (&v)[kAcc], int jb, unsigned buf, int wq,
-                                          int lane) {
+// kSilu: the block of h instead, silu(v) * u elementwise (v the gate, u the up accumulators).
+template <bool kSilu = false>
+__device__ __forceinline__ void put_block(const float (&v)[kAcc], const float (&u)[kAcc], int jb,
+                                          unsigned buf, int wq, int lane) {
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
     const int r = wq * 16 + (lane >> 2) + 8 * hf;
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
-      const int j = jb + c;
-      const Pair pr = pack2(v[4 * j + 2 * hf], v[4 * j + 2 * hf + 1]);
+      const int j = jb + c, e = 4 * j + 2 * hf;
+      const Pair pr =
+          kSilu ? pack2(silu_mul(v[e], u[e]), silu_mul(v[e + 1], u[e + 1])) : pack2(v[e], v[e + 1]);
       const unsigned at = buf + r * 128 + ((c ^ (r & 7)) << 4) + 4 * (lane & 3);
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at),
                    "r"(*reinterpret_cast<const unsigned*>(&pr))
@@ -955,22 +969,70 @@ __device__ __forceinline__ void store_y_tma(const Acc& acc, int cw, int ctid, lo
     if (leader) tma_store_wait_read<1>();
     named_barrier(4 + cw, 128);
     if (blk < BN / 128) {
-      put_block(acc.h0, blk * 8, buf, wq, lane);
+      put_block(acc.h0, acc.h0, blk * 8, buf, wq, lane);
     } else {
-      put_block(acc.h1, (blk - BN / 128) * 8, buf, wq, lane);
+      put_block(acc.h1, acc.h1, (blk - BN / 128) * 8, buf, wq, lane);
     }
     fence_proxy_async();  // the generic writes, before the TMA engine reads the buffer
     named_barrier(4 + cw, 128);
     if (leader) tma_store_2d(map, n0 + 64 * blk, m0 + 64 * cw, buf);
   }
 }
+#if HTMA
+// Warpgroup cw's 64 rows of the phase-1 tile at (m0, n0): BN/2 columns of h = silu(gate) * up,
+// a 64 x 64 block at a time through its two buffers, as store_y_tma. The caller counts the
+// rows only after release_h (the stores are still in flight when this returns).
+__device__ __forceinline__ void store_h_tma(const Acc& acc, int cw, int ctid, long long m0,
+                                            long long n0, const kiln_tensor_map& map,
+                                            unsigned bufs) {
+  const int lane = ctid & 31, wq = (ctid >> 5) & 3;
+  const bool leader = (ctid & 127) == 0;
+#pragma unroll
+  for (int blk = 0; blk < BN / 128; ++blk) {
+    const unsigned buf = bufs + (blk & 1) * kEpiBytes;
+    if (leader) tma_store_wait_read<1>();
+    named_barrier(4 + cw, 128);
+    put_block<true>(acc.h0, acc.h1, blk * 8, buf, wq, lane);
+    fence_proxy_async();
+    named_barrier(4 + cw, 128);
+    if (leader) tma_store_2d(map, n0 + 64 * blk, m0 + 64 * cw, buf);
+  }
+}
+// The warpgroup leader's late count of its half of a phase-1 tile: once every bulk store it
+// issued has completed (h written), the writes are ordered before the counter's release, across
+// the proxies (the reader acquires and then loads h through TMA).
+__device__ __forceinline__ void release_h(unsigned*& pending, bool leader) {
+  if (pending == nullptr) return;
+  if (leader) {
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    fence_proxy_async_global();
+    __threadfence();
+    atomicAdd(pending, 1u);
+  }
+  pending = nullptr;
+}
+// Whether slot `addr` has completed phase `parity` (never blocks).
+__device__ __forceinline__ bool mbar_test(unsigned addr, unsigned parity) {
+  unsigned ok;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(ok)
+      : "r"(addr), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
+#define KILN_HTMA_PARAM , const __grid_constant__ kiln_tensor_map h_out
+#else
+#define KILN_HTMA_PARAM
+#endif
 #define KILN_TMA_PARAMS                                 \
   , const __grid_constant__ kiln_tensor_map x_tiles,    \
       const __grid_constant__ kiln_tensor_map w1_tiles, \
       const __grid_constant__ kiln_tensor_map w3_tiles, \
       const __grid_constant__ kiln_tensor_map h_tiles,  \
       const __grid_constant__ kiln_tensor_map w2_tiles, \
-      const __grid_constant__ kiln_tensor_map y_tiles
+      const __grid_constant__ kiln_tensor_map y_tiles KILN_HTMA_PARAM
 #else
 #define KILN_TMA_PARAMS
 #endif
@@ -1002,6 +1064,8 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
                    aligned16(w2) && aligned16(y) && aligned16(h);
   const unsigned full0 = smem_u32(&s_full[0]), empty0 = smem_u32(&s_empty[0]);
   const bool tma = TMA && vec;  // rows 16-byte aligned: kiln encoded the maps
+  // Counts that complete a phase-1 tile: HTMA, one per consumer warpgroup; else one per tile.
+  const long long parts = HTMA && tma ? 2 : 1;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       // cp.async: one arrival per producer thread + the meta writer; TMA: the writer's expect-tx
@@ -1043,7 +1107,7 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
             // Row block m of h must be complete (see the cp.async producer below); then the
             // counted generic stores of h, before this thread's TMA reads of it.
             const unsigned* c = per_row ? done + m : done;
-            const long long need = per_row ? nt1 : t1;
+            const long long need = (per_row ? nt1 : t1) * parts;
             while (static_cast<long long>(load_relaxed(c)) < need) __nanosleep(64);
             __threadfence();
             fence_proxy_async_global();
@@ -1124,7 +1188,7 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
           // to running blocks whose phase-1 work never waits.
           if (tid == 0) {
             const unsigned* c = per_row ? done + m : done;
-            const long long need = per_row ? nt1 : t1;
+            const long long need = (per_row ? nt1 : t1) * parts;
             while (static_cast<long long>(load_relaxed(c)) < need) __nanosleep(64);
             __threadfence();
           }
@@ -1169,8 +1233,17 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
     const unsigned base = smem_u32(smem);
     unsigned g = 0;  // k-steps consumed so far (all tiles)
     Acc acc;
+#if HTMA
+    unsigned* pending = nullptr;  // the counter of this warpgroup's last h tile, not yet counted
+    const bool leader = (ctid & 127) == 0;
+#endif
     for (;;) {
       int s = static_cast<int>(g % STAGES);
+#if HTMA
+      // The next tile may wait for the row block counted late: count it before blocking.
+      if (pending != nullptr && !mbar_test(full0 + 8 * s, (g / STAGES) & 1))
+        release_h(pending, leader);
+#endif
       mbar_wait(full0 + 8 * s, (g / STAGES) & 1);
       const int ticket = s_meta[s][0];
       if (ticket < 0) break;
@@ -1194,11 +1267,17 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
           wgmma_step(acc.h0, acc.h1, da, st + kABytes + kk * 2048);
         }
         wgmma_commit();
+#if HTMA
+        if (kt == 1) release_h(pending, leader);  // the last tile's h stores had a k-step
+#endif
         wgmma_wait<1>();  // the previous k-step's group has retired: release its slot
         fence_operand(acc.h0);
         fence_operand(acc.h1);
         if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * static_cast<int>((g - 1) % STAGES));
       }
+#if HTMA
+      release_h(pending, leader);  // a one-k-step tile: its buffers and counter are taken next
+#endif
       wgmma_wait<0>();
       fence_operand(acc.h0);
       fence_operand(acc.h1);
@@ -1206,6 +1285,14 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
       long long m, n;
       if (phase1) {
         tile_of(ticket, mt, gm, nt1, &m, &n);
+#if HTMA
+        if (tma) {
+          store_h_tma(acc, cw, ctid, m * BM, n * (BN / 2), h_out,
+                      base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
+          pending = per_row ? done + m : done;
+          continue;
+        }
+#endif
         epilogue_h(acc, h, M, H, m * BM, n * (BN / 2), ctid, vec);
 #if TMA
         if (tma) fence_proxy_async_global();  // h is read through the async proxy (TMA)
@@ -1225,6 +1312,9 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
         epilogue_y(acc, y, M, D, m * BM, n * BN, ctid, vec);
       }
     }
+#if HTMA
+    release_h(pending, leader);
+#endif
 #if TMA
     if (tma && (ctid & 127) == 0) tma_store_wait_read<0>();  // the buffers outlive their stores
 #endif
