@@ -2,8 +2,9 @@
 # (bench/results/2026-11-24-H100-kiln-run-nine-targets.md) and the hardening re-verified them
 # (bench/results/2026-11-24-H100-step7-hardening.md); matmul: PERS 2 from
 # bench/results/2026-11-25-H100-step13-tma-store.md; flash_attention: the FA3 variant from
-# bench/results/2026-11-28-H200-fa3.md (kiln run crowned it on the H200). Sourced by the lease
-# scripts: ${best[T]}.
+# bench/results/2026-11-28-H200-fa3.md (kiln run crowned it on the H200); fused_mlp: HTMA 1 from
+# bench/results/2026-11-29-H200-step13-htma.md (kiln run crowned it on the H200). Sourced by the
+# lease scripts: ${best[T]}.
 # shellcheck disable=SC2034
 declare -A best=(
   [rmsnorm]="BLOCK=512,ELEMS=16,HINT=0,ROWS=1,WREG=0"
@@ -14,5 +15,5 @@ declare -A best=(
   [cross_entropy]="BLOCK=1024,OCC=1,UNROLL=2"
   [matmul]="BK=64,BM=128,BN=256,CL=0,GROUP_M=16,IMPL=1,PERS=2,SK=1,STAGES=4,TMA=1,WM=1,WN=1"
   [flash_attention]="BN=128,IMPL=2,PERS=1,PIPE=1,PING=1,RM=1,STAGES=2,WARPS=8"
-  [fused_mlp]="ARCH=1,BN=256,GRID=132,NG=2,STAGES=4,WG=2,WIDE=0"
+  [fused_mlp]="ARCH=2,BN=256,GRID=132,HTMA=1,NG=1,STAGES=4,TMA=1,WG=2,WIDE=1"
 )
