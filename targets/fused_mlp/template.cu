@@ -867,6 +867,16 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, GRID / 132)
 #if ARCH == 2
 constexpr int kProd = 128;
 
+// Timeline hooks: empty here and in every kernel kiln verifies, times or exports.
+// bench/fused_mlp_trace/trace_main.cu defines them before it includes an exported kernel, to
+// record when each tile's wait began and ended and when its epilogue was done (the consumer
+// warpgroups), and how long the producer waited for a row block of h.
+#ifndef KILN_TRACE_AT
+#define KILN_TRACE_AT(var)
+#define KILN_TRACE_PUT(...)
+#define KILN_TRACE_TILE()
+#endif
+
 __device__ __forceinline__ void mbar_init(unsigned addr, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(count) : "memory");
 }
@@ -1108,7 +1118,9 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
             // counted generic stores of h, before this thread's TMA reads of it.
             const unsigned* c = per_row ? done + m : done;
             const long long need = (per_row ? nt1 : t1) * parts;
+            KILN_TRACE_AT(dep_from);
             while (static_cast<long long>(load_relaxed(c)) < need) __nanosleep(64);
+            KILN_TRACE_PUT(2, ticket, dep_from, trace_now(), 0);
             __threadfence();
             fence_proxy_async_global();
           }
@@ -1239,6 +1251,7 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
 #endif
     for (;;) {
       int s = static_cast<int>(g % STAGES);
+      KILN_TRACE_AT(wait_from);
 #if HTMA
       // The next tile may wait for the row block counted late: count it before blocking.
       if (pending != nullptr && !mbar_test(full0 + 8 * s, (g / STAGES) & 1))
@@ -1247,6 +1260,7 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
       mbar_wait(full0 + 8 * s, (g / STAGES) & 1);
       const int ticket = s_meta[s][0];
       if (ticket < 0) break;
+      KILN_TRACE_AT(full_at);
       const bool phase1 = ticket < t1;
       const int kt_count = phase1 ? kt1 : kt2;
 #pragma unroll
@@ -1290,6 +1304,7 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
           store_h_tma(acc, cw, ctid, m * BM, n * (BN / 2), h_out,
                       base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
           pending = per_row ? done + m : done;
+          KILN_TRACE_TILE();
           continue;
         }
 #endif
@@ -1306,11 +1321,13 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
         if (tma) {
           store_y_tma(acc, cw, ctid, m * BM, n * BN, y_tiles,
                       base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
+          KILN_TRACE_TILE();
           continue;
         }
 #endif
         epilogue_y(acc, y, M, D, m * BM, n * BN, ctid, vec);
       }
+      KILN_TRACE_TILE();
     }
 #if HTMA
     release_h(pending, leader);
