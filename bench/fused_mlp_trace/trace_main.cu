@@ -38,23 +38,23 @@ __device__ __forceinline__ void trace_put(unsigned kind, long long ticket, unsig
 #define KILN_TRACE_TILE() \
   if ((ctid & 127) == 0) trace_put(cw, ticket, wait_from, full_at, trace_now())
 
-#include "fused_mlp.cu"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
+#include "fused_mlp.cu"
+
 namespace {
 
-#define CHECK(call)                                                                       \
-  do {                                                                                    \
-    const cudaError_t e_ = (call);                                                        \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "trace_main: %s: %s\n", #call, cudaGetErrorString(e_));        \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CHECK(call)                                                                \
+  do {                                                                             \
+    const cudaError_t e_ = (call);                                                 \
+    if (e_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "trace_main: %s: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                \
+    }                                                                              \
   } while (0)
 
 using Elem = kiln_fused_mlp::T;
@@ -90,8 +90,8 @@ int main(int argc, char** argv) {
   const int reps = std::atoi(argv[4]);
   const std::string why = kiln_fused_mlp::check(M, D, H);
   if (!why.empty()) {
-    std::fprintf(stderr, "trace_main: the kernel cannot run at M=%lld D=%lld H=%lld: %s\n", M, D,
-                 H, why.c_str());
+    std::fprintf(stderr, "trace_main: the kernel cannot run at M=%lld D=%lld H=%lld: %s\n", M, D, H,
+                 why.c_str());
     return 2;
   }
   Elem* x = alloc_filled(M * D, 1.f, 1);
