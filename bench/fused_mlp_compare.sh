@@ -10,6 +10,8 @@
 #   bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]     (SHAPE: M=..,D=..,H=..)
 # OUT gets results.jsonl (bench/eval_record.py), pytorch-*.json and table.md. PYTORCH_ARGS adds
 # options to the MLP's baselines (e.g. --target-budget-s 200 to bound the torch.compile runs).
+# CACHE_DIR moves kiln's compile cache out of OUT (default OUT/cache), e.g. so that a device call
+# returns OUT's few result files and not the cache's many.
 set -uo pipefail
 kiln=${1:?usage: bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]}
 cases=${2:?usage: bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]}
@@ -29,7 +31,7 @@ python3 "$here/pytorch_baselines.py" --targets matmul --no-compile \
   --shape "M=$dim_M,N=$dim_D,K=$dim_H" --out "$out/pytorch-gemm2.json" \
   > "$out/pytorch-gemm2.log" 2>&1
 grep -v '^\s*\(#\|$\)' "$cases" | while read -r params; do
-  "$kiln" eval fused_mlp --params "$params" --shape "$shape" --json --cache-dir "$out/cache" \
+  "$kiln" eval fused_mlp --params "$params" --shape "$shape" --json --cache-dir "${CACHE_DIR:-$out/cache}" \
     > "$out/eval.json" 2> "$out/eval.stderr"
   python3 "$here/eval_record.py" "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl"
   tail -n 1 "$out/results.jsonl" | cut -c1-240

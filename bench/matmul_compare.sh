@@ -7,6 +7,7 @@
 #   bench/matmul_compare.sh KILN CASES OUT
 # OUT gets results.jsonl (one line per evaluation, bench/eval_record.py), pytorch-*.json and
 # table.md (µs, cuBLAS µs, kiln / cuBLAS as cuBLAS time over kiln time: above 1 kiln is faster).
+# CACHE_DIR moves kiln's compile cache out of OUT (default OUT/cache).
 set -uo pipefail
 kiln=${1:?usage: bench/matmul_compare.sh KILN CASES OUT}
 cases=${2:?usage: bench/matmul_compare.sh KILN CASES OUT}
@@ -21,7 +22,7 @@ for shape in $(cut -d'|' -f1 "$out/cases.txt" | sort -u); do
     --out "$out/pytorch-$stem.json" > "$out/pytorch-$stem.log" 2>&1
 done
 while IFS='|' read -r shape params; do
-  "$kiln" eval matmul --params "$params" --shape "$shape" --json --cache-dir "$out/cache" \
+  "$kiln" eval matmul --params "$params" --shape "$shape" --json --cache-dir "${CACHE_DIR:-$out/cache}" \
     > "$out/eval.json" 2> "$out/eval.stderr"
   python3 "$here/eval_record.py" "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl"
   tail -n 1 "$out/results.jsonl" | cut -c1-240
