@@ -965,20 +965,25 @@ __device__ __forceinline__ void put_block(const float (&v)[kAcc], const float (&
   }
 }
 
-// Consumer warpgroup cw's 64 rows of the y tile at (m0, n0), a 64 x 64 block at a time through
-// its two buffers at `bufs` (a buffer is refilled once the store before last has read it); one
-// thread of the warpgroup issues the stores.
-__device__ __forceinline__ void store_y_tma(const Acc& acc, int cw, int ctid, long long m0,
-                                            long long n0, const kiln_tensor_map& map,
-                                            unsigned bufs) {
+// Consumer warpgroup cw's 64 rows of a tile at (m0, n0), a 64 x 64 block at a time through its
+// two buffers at `bufs` (a buffer is refilled once the store before last has read it); one thread
+// of the warpgroup issues the stores. kH: a phase-1 tile's BN/2 columns of h = silu(gate) * up,
+// whose rows the caller counts only after release_h (the stores are still in flight when this
+// returns); else a phase-2 tile's BN columns of y.
+template <bool kH>
+__device__ __forceinline__ void store_tile_tma(const Acc& acc, int cw, int ctid, long long m0,
+                                               long long n0, const kiln_tensor_map& map,
+                                               unsigned bufs) {
   const int lane = ctid & 31, wq = (ctid >> 5) & 3;
   const bool leader = (ctid & 127) == 0;
 #pragma unroll
-  for (int blk = 0; blk < BN / 64; ++blk) {
+  for (int blk = 0; blk < (kH ? BN / 128 : BN / 64); ++blk) {
     const unsigned buf = bufs + (blk & 1) * kEpiBytes;
     if (leader) tma_store_wait_read<1>();
     named_barrier(4 + cw, 128);
-    if (blk < BN / 128) {
+    if (kH) {
+      put_block<true>(acc.h0, acc.h1, blk * 8, buf, wq, lane);
+    } else if (blk < BN / 128) {
       put_block(acc.h0, acc.h0, blk * 8, buf, wq, lane);
     } else {
       put_block(acc.h1, acc.h1, (blk - BN / 128) * 8, buf, wq, lane);
@@ -989,25 +994,6 @@ __device__ __forceinline__ void store_y_tma(const Acc& acc, int cw, int ctid, lo
   }
 }
 #if HTMA
-// Warpgroup cw's 64 rows of the phase-1 tile at (m0, n0): BN/2 columns of h = silu(gate) * up,
-// a 64 x 64 block at a time through its two buffers, as store_y_tma. The caller counts the
-// rows only after release_h (the stores are still in flight when this returns).
-__device__ __forceinline__ void store_h_tma(const Acc& acc, int cw, int ctid, long long m0,
-                                            long long n0, const kiln_tensor_map& map,
-                                            unsigned bufs) {
-  const int lane = ctid & 31, wq = (ctid >> 5) & 3;
-  const bool leader = (ctid & 127) == 0;
-#pragma unroll
-  for (int blk = 0; blk < BN / 128; ++blk) {
-    const unsigned buf = bufs + (blk & 1) * kEpiBytes;
-    if (leader) tma_store_wait_read<1>();
-    named_barrier(4 + cw, 128);
-    put_block<true>(acc.h0, acc.h1, blk * 8, buf, wq, lane);
-    fence_proxy_async();
-    named_barrier(4 + cw, 128);
-    if (leader) tma_store_2d(map, n0 + 64 * blk, m0 + 64 * cw, buf);
-  }
-}
 // The warpgroup leader's late count of its half of a phase-1 tile: once every bulk store it
 // issued has completed (h written), the writes are ordered before the counter's release, across
 // the proxies (the reader acquires and then loads h through TMA).
@@ -1301,8 +1287,8 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
         tile_of(ticket, mt, gm, nt1, &m, &n);
 #if HTMA
         if (tma) {
-          store_h_tma(acc, cw, ctid, m * BM, n * (BN / 2), h_out,
-                      base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
+          store_tile_tma<true>(acc, cw, ctid, m * BM, n * (BN / 2), h_out,
+                               base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
           pending = per_row ? done + m : done;
           KILN_TRACE_TILE();
           continue;
@@ -1319,8 +1305,8 @@ extern "C" __global__ void __launch_bounds__(kProd + 256, 1)
         tile_of(ticket - t1, mt, gm, nt2, &m, &n);
 #if TMA
         if (tma) {
-          store_y_tma(acc, cw, ctid, m * BM, n * BN, y_tiles,
-                      base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
+          store_tile_tma<false>(acc, cw, ctid, m * BM, n * BN, y_tiles,
+                                base + STAGES * kStageBytes + cw * 2 * kEpiBytes);
           KILN_TRACE_TILE();
           continue;
         }
