@@ -7,8 +7,7 @@
 namespace kiln {
 namespace {
 
-// Peer text cannot start a new log line, move the cursor, or pass an escape of its own off as one
-// of ours; long text is cut and says how long it was.
+// Numbers from users, files and models: the whole text is the integer, or there is none.
 TEST(ParseInt64, TakesWholeIntegersOnly) {
   EXPECT_EQ(parse_int64("16"), 16);
   EXPECT_EQ(parse_int64("-4"), -4);
@@ -20,6 +19,8 @@ TEST(ParseInt64, TakesWholeIntegersOnly) {
   }
 }
 
+// Peer text cannot start a new log line, move the cursor, or pass an escape of its own off as one
+// of ours; long text is cut and says how long it was.
 TEST(LogSafe, EscapesControlBytesAndBackslashesAndCutsLongText) {
   EXPECT_EQ(log_safe("worker-1"), "worker-1");
   EXPECT_EQ(log_safe("w\n[kiln] forged"), "w\\x0a[kiln] forged");
