@@ -227,6 +227,14 @@ class CandidateEvaluator::Impl {
     std::vector<std::vector<double>> values;     // per slot; inputs only
     std::vector<uint64_t> input_checksums;       // per slot; inputs only
     std::vector<std::vector<double>> reference;  // per slot; outputs only
+    // Only for a tolerance with a terms term: the reference on the squared inputs, its outputs
+    // turned into norms (term_norms_from_squares). `squares` holds the inputs squared (index inputs
+    // as they are). prepare_set and choose_sites clear squares_built (the next reference squares
+    // every input); between draws of sites only the sites' elements of `values` change (the kept
+    // launches' masks), so only those are squared again.
+    std::vector<std::vector<double>> term_norms;  // per slot; outputs only
+    std::vector<std::vector<double>> squares;     // per slot; inputs only
+    bool squares_built;  // set by prepare_set (a default initializer here breaks `reuse = {}`)
     Shape shape;
     // Not empty: the reference was computed for these rows (of every output's first dim) only,
     // and only they are compared (see Reference::has_rows).
@@ -316,6 +324,7 @@ class CandidateEvaluator::Impl {
     d.shape = shape;
     d.rows.clear();
     d.sites.clear();
+    d.squares_built = false;
     d.values.resize(d.slots.size());
     d.input_checksums.resize(d.slots.size());
     d.reference.resize(d.slots.size());
@@ -351,27 +360,16 @@ class CandidateEvaluator::Impl {
     return v.is_ok() ? std::max<int64_t>(*v, 1) : 1;
   }
 
-  void compute_reference(SetData& d, const Shape& shape) const {
-    std::vector<const double*> in;
-    std::vector<double*> out;
-    for (size_t i = 0; i < d.slots.size(); ++i) {
-      if (d.slots[i].arg->role == TargetArg::Role::kInput) in.push_back(d.values[i].data());
+  // Runs the reference on `d`'s inputs at `shape` (on d.rows only where not empty) into
+  // d.reference and, where a tolerance of the target has a terms term, the norms of the terms into
+  // d.term_norms (evaluation_reference.cc).
+  void compute_reference(SetData& d, const Shape& shape) const;
+  // Whether some dtype's tolerance scales with the norms of the terms (Tolerance::terms).
+  bool uses_term_norms() const {
+    for (const auto& [dtype, tol] : target.tolerance) {
+      if (tol.terms > 0) return true;
     }
-    for (size_t i = 0; i < d.slots.size(); ++i) {
-      if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
-      // Sized once: the reference writes every element, or with rows every element compared
-      // (zeroing 64 Mi doubles again for each kept launch cost 0.15 s).
-      if (d.reference[i].size() != d.slots[i].count) d.reference[i].assign(d.slots[i].count, 0.0);
-      out.push_back(d.reference[i].data());
-    }
-    std::vector<int64_t> dims;
-    for (const auto& name : target.dims) dims.push_back(shape.at(name));
-    std::vector<double> scalars;
-    for (const auto* s : target.scalars()) scalars.push_back(s->value);
-    if (d.rows.empty())
-      reference->compute(in, out, dims, scalars);
-    else
-      reference->compute_rows(in, out, dims, scalars, d.rows);
+    return false;
   }
 
   // The dims whose flattened index is a row of the reference (target.json's reference_rows, else
@@ -439,10 +437,13 @@ class CandidateEvaluator::Impl {
       if (s.arg->role != TargetArg::Role::kOutput) continue;
       const unsigned char* got = arena + s.offset;
       const double* want = expected.reference[i].data();
+      const double* norms = i < expected.term_norms.size() && !expected.term_norms[i].empty()
+                                ? expected.term_norms[i].data()
+                                : nullptr;
       size_t count = s.count;
       std::string name = s.arg->name;
       std::string got_rows;
-      std::vector<double> want_rows;
+      std::vector<double> want_rows, norm_rows;
       // Gather the sampled rows of both sides, then compare those (every row: compare as is).
       if (!expected.rows.empty() &&
           static_cast<int64_t>(expected.rows.size()) != row_count(expected.shape)) {
@@ -451,15 +452,18 @@ class CandidateEvaluator::Impl {
         for (int64_t r : expected.rows) {
           got_rows.append(reinterpret_cast<const char*>(got) + r * bytes, bytes);
           want_rows.insert(want_rows.end(), want + r * per_row, want + (r + 1) * per_row);
+          if (norms)
+            norm_rows.insert(norm_rows.end(), norms + r * per_row, norms + (r + 1) * per_row);
         }
         got = reinterpret_cast<const unsigned char*>(got_rows.data());
         want = want_rows.data();
+        if (norms) norms = norm_rows.data();
         count = want_rows.size();
         name += " (" + std::to_string(expected.rows.size()) + " sampled rows of " +
                 std::to_string(per_row) + ", in order)";
       }
       CompareResult c = compare(s.dtype, got, want, count,
-                                tolerance_at(target, dtype, expected.shape), poison, name);
+                                tolerance_at(target, dtype, expected.shape), poison, name, norms);
       o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
       o.worst_abs = std::max(o.worst_abs, c.worst_abs_error);
       o.rms = std::max(o.rms, c.rms_error);

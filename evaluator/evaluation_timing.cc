@@ -128,6 +128,7 @@ std::vector<Site> CandidateEvaluator::Impl::choose_sites(SetData& d) {
     sites.push_back(s);
   }
   for (const Site& s : sites) d.values[s.slot][s.element] = s.changed;
+  d.squares_built = false;  // the sites of an earlier draw were restored outside d.sites
   return sites;
 }
 

@@ -235,13 +235,23 @@ struct Tally {
   size_t finite = 0;
 };
 
-void tally_range(DType t, const unsigned char* cand, const double* reference, size_t b, size_t e,
-                 const Tolerance& tol, unsigned char poison, Tally* out) {
+// The absolute tolerance of element i: `tol`'s abs (its rms term already folded in) plus its
+// terms term.
+double element_abs(const Tolerance& tol, const double* term_norms, size_t i) {
+  if (term_norms == nullptr || !(tol.terms > 0)) return tol.abs;
+  const double norm = term_norms[i];
+  return std::isfinite(norm) && norm > 0 ? tol.abs + tol.terms * norm : tol.abs;
+}
+
+void tally_range(DType t, const unsigned char* cand, const double* reference,
+                 const double* term_norms, size_t b, size_t e, const Tolerance& given,
+                 unsigned char poison, Tally* out) {
   const size_t sz = dtype_bytes(t);
   const double tiny = smallest_normal(t);
   double got[kBlock], ref[kBlock];
   unsigned char scratch[kBlock * sizeof(double)];
   Tally tl;
+  Tolerance tol = given;  // its abs set per element below
   for (size_t bb = b; bb < e; bb += kBlock) {
     const size_t len = std::min(e, bb + kBlock) - bb;
     decode(t, cand + bb * sz, len, got);
@@ -249,6 +259,7 @@ void tally_range(DType t, const unsigned char* cand, const double* reference, si
     decode(t, scratch, len, ref);
     for (size_t k = 0; k < len; ++k) {
       const size_t i = bb + k;
+      tol.abs = element_abs(given, term_norms, i);
       Verdict v = Verdict::kOk;
       if (is_poison(cand + i * sz, sz, poison)) {
         ++tl.unwritten;
@@ -298,8 +309,11 @@ std::string number(DType t, double v) {
   return buf;
 }
 
-std::string describe_bad(DType t, const unsigned char* cand, const double* reference, size_t i,
-                         const Tolerance& tol, unsigned char poison, std::string_view name) {
+std::string describe_bad(DType t, const unsigned char* cand, const double* reference,
+                         const double* term_norms, size_t i, const Tolerance& given,
+                         unsigned char poison, std::string_view name) {
+  Tolerance tol = given;
+  tol.abs = element_abs(given, term_norms, i);
   const size_t sz = dtype_bytes(t);
   std::string s = std::string(name) + "[" + std::to_string(i) + "]: ";
   if (is_poison(cand + i * sz, sz, poison)) return s + "unwritten (still holds the poison pattern)";
@@ -311,8 +325,13 @@ std::string describe_bad(DType t, const unsigned char* cand, const double* refer
     s += " (" + number(DType::kF64, reference[i]) + " before rounding to " +
          std::string(dtype_name(t)) + ")";
   }
-  const std::string limit = "tolerance abs " + number(DType::kF32, tol.abs) + " + rel " +
-                            number(DType::kF32, tol.rel) + " * |expected|";
+  std::string limit = "tolerance abs " + number(DType::kF32, tol.abs);
+  if (tol.abs != given.abs) {
+    limit += " (" + number(DType::kF32, given.abs) + " + terms " +
+             number(DType::kF32, given.terms) + " * " + number(DType::kF32, term_norms[i]) +
+             ", the root of the summed squared terms)";
+  }
+  limit += " + rel " + number(DType::kF32, tol.rel) + " * |expected|";
   switch (judge(got, ref, tol)) {
     case Verdict::kOutside:
       return s + " (error " + number(t, std::fabs(got - ref)) + " > " + limit + " = " +
@@ -421,8 +440,15 @@ Tolerance effective_tolerance(const Tolerance& given, const double* reference, s
   return t;
 }
 
+void term_norms_from_squares(double* values, size_t n) {
+  for_ranges(n, range_count(n), [&](unsigned, size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) values[i] = std::sqrt(std::fabs(values[i]));
+  });
+}
+
 CompareResult compare(DType t, const void* candidate, const double* reference, size_t n,
-                      const Tolerance& given, unsigned char poison_byte, std::string_view name) {
+                      const Tolerance& given, unsigned char poison_byte, std::string_view name,
+                      const double* term_norms) {
   CompareResult res;
   res.elements = n;
   if (n == 0) {
@@ -435,7 +461,7 @@ CompareResult compare(DType t, const void* candidate, const double* reference, s
   const Tolerance tol = effective_tolerance(given, reference, n);
   std::vector<Tally> tallies(count);
   for_ranges(n, count, [&](unsigned r, size_t b, size_t e) {
-    tally_range(t, cand, reference, b, e, tol, poison_byte, &tallies[r]);
+    tally_range(t, cand, reference, term_norms, b, e, tol, poison_byte, &tallies[r]);
   });
   // Merged in range order with min / max / sums only: the same result for any thread count.
   size_t first_bad = std::numeric_limits<size_t>::max();
@@ -454,9 +480,9 @@ CompareResult compare(DType t, const void* candidate, const double* reference, s
   res.passed = res.mismatches == 0;
   if (!res.passed) {
     res.first_bad = first_bad;
-    res.detail = describe_bad(t, cand, reference, first_bad, tol, poison_byte, name) + "; " +
-                 std::to_string(res.mismatches) + " of " + std::to_string(n) + " elements bad, " +
-                 std::to_string(res.unwritten) + " unwritten";
+    res.detail = describe_bad(t, cand, reference, term_norms, first_bad, tol, poison_byte, name) +
+                 "; " + std::to_string(res.mismatches) + " of " + std::to_string(n) +
+                 " elements bad, " + std::to_string(res.unwritten) + " unwritten";
   }
   return res;
 }

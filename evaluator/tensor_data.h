@@ -70,8 +70,15 @@ struct CompareResult {
   double rms_error = 0;        // root mean square of |out - ref| over finite elements
   std::string detail;          // "y[1234]: got 0.51, expected 0.49 (tolerance ...)" or ""
 };
+// `term_norms` (n values, or null) serves a tolerance with a terms term: element i's abs grows by
+// tol.terms * term_norms[i] (a non-finite or negative norm adds nothing), see term_norms below.
 CompareResult compare(DType t, const void* candidate, const double* reference, size_t n,
-                      const Tolerance& tol, unsigned char poison_byte, std::string_view name);
+                      const Tolerance& tol, unsigned char poison_byte, std::string_view name,
+                      const double* term_norms = nullptr);
+
+// Turns the reference's outputs on the squared inputs (R(x*x), element-wise, in place) into the
+// norms compare() scales a terms tolerance by: sqrt(|value|) each.
+void term_norms_from_squares(double* values, size_t n);
 
 // The root mean square of the finite values among n (0 when there are none).
 double finite_rms(const double* values, size_t n);

@@ -408,6 +408,7 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     KILN_RETURN_IF_ERROR(one->get("rel", &tl.rel, true));
     KILN_RETURN_IF_ERROR(one->get("abs", &tl.abs, true));
     KILN_RETURN_IF_ERROR(one->get("rms", &tl.rms));
+    KILN_RETURN_IF_ERROR(one->get("terms", &tl.terms));
     KILN_RETURN_IF_ERROR(one->get("scale", &tl.scale));
     if (!tl.scale.empty()) {
       // Checked with every dim 1 (the shapes are read later); each case's shape scales it.
@@ -422,7 +423,10 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
       }
     }
     KILN_RETURN_IF_ERROR(one->finish());
-    if (tl.rel < 0 || tl.abs < 0 || tl.rms < 0) return tol->field_error(std::string(dtype_name(d)), "tolerances are >= 0");
+    if (!(tl.rel >= 0 && tl.abs >= 0 && tl.rms >= 0 && tl.terms >= 0) ||
+        !std::isfinite(tl.rel + tl.abs + tl.rms + tl.terms)) {
+      return tol->field_error(std::string(dtype_name(d)), "tolerances are finite numbers >= 0");
+    }
     t.tolerance[d] = tl;
   }
   KILN_RETURN_IF_ERROR(tol->finish());

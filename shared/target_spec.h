@@ -41,6 +41,11 @@ struct Tolerance {
   double abs = 0;
   double rms = 0;  // adds rms * (RMS of the output's finite reference values) to abs: errors of
                    // long accumulations scale with the terms, not with a result near zero
+  double terms = 0;   // adds terms * sqrt(|R(x*x)|) to each element's abs, where R(x*x) is the
+                      // reference run on the squared inputs (index inputs and scalars as they
+                      // are): for an output that sums products of inputs (a row sum, a dot
+                      // product), the root of the sum of its squared terms. Unlike rms it holds
+                      // for every element, also where few outputs exist and one cancels to ~0
   std::string scale;  // optional expression of the dims multiplying rel and abs at each shape
                       // ("sqrt(N)": a scan whose checker allows errors growing with its length)
 };

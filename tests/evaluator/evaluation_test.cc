@@ -319,5 +319,53 @@ TEST(CandidateEvaluator, TimedOutputsUseTheRowReferenceWhenThereIsOne) {
   EXPECT_EQ(all_rows.stages.back().name, "timed_outputs");
 }
 
+// A row sum off by OFF times the root of the row's summed squared terms: the size of an honest
+// fp32 sum's rounding error, which a tolerance's terms term admits per row even where the row
+// cancels to ~0 (docs/targets.md, "Choosing tolerances").
+constexpr const char* kOffByTermsRowSum = R"(#include <cmath>
+#include <cstdint>
+extern "C" void rowsum(const T* x, float* y, int64_t M, int64_t N) {
+  for (int64_t m = 0; m < M; ++m) {
+    float s = 0.f;
+    double squares = 0;
+    for (int64_t c = 0; c < N; ++c) {
+      s += float(x[m * N + c]);
+      squares += double(x[m * N + c]) * double(x[m * N + c]);
+    }
+    y[m] = std::isfinite(s) ? float(s + OFF * std::sqrt(squares)) : s;
+  }
+}
+)";
+
+// Only the terms term admits anything (rel, abs and rms are 0). The edge shape of one long row is
+// where large-magnitude inputs once cancelled below an RMS-scaled tolerance; the timed outputs are
+// checked on sampled rows (the spec claims an expensive reference), whose norms come from the row
+// reference on the squared inputs, with the sites' changed inputs squared again.
+proto::EvaluationResult evaluate_off_by_terms(const std::string& off, double terms) {
+  testing::TempDir dir;
+  nlohmann::json j = nlohmann::json::parse(expensive_rowsum_spec());
+  j["tolerance"]["f32"] = {{"rel", 0}, {"abs", 0}, {"rms", 0}, {"terms", terms}};
+  j["shapes"]["edge"] = {{{"M", 1}, {"N", 4099}}, {{"M", 2}, {"N", 1}}};
+  dir.write("rowsum/target.json", j.dump());
+  dir.write("rowsum/reference.cpp", std::string(kRowSumReference) + kRowSumRows);
+  std::string seed = kOffByTermsRowSum;
+  seed.replace(seed.find("OFF"), 3, off);
+  dir.write("rowsum/seed.cpp", seed);
+  return evaluate_cpu_seed(dir, "rowsum");
+}
+
+TEST(CandidateEvaluator, ATermsToleranceAdmitsEachRowTheErrorItsTermsAllowAndNoMore) {
+  proto::EvaluationResult within = evaluate_off_by_terms("5e-4", 1e-3);
+  EXPECT_EQ(within.outcome, proto::Outcome::kVerified) << stages(within);
+  EXPECT_GT(within.timing.samples, 0u);
+
+  proto::EvaluationResult outside = evaluate_off_by_terms("3e-3", 1e-3);
+  EXPECT_EQ(outside.outcome, proto::Outcome::kWrongAnswer) << stages(outside);
+  EXPECT_NE(outside.log.find("+ terms 0.001 * "), std::string::npos) << outside.log;
+
+  proto::EvaluationResult no_terms = evaluate_off_by_terms("5e-4", 0);
+  EXPECT_EQ(no_terms.outcome, proto::Outcome::kWrongAnswer) << stages(no_terms);
+}
+
 }  // namespace
 }  // namespace kiln::eval

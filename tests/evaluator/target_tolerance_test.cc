@@ -1,70 +1,152 @@
 // A target's tolerance must pass every honest kernel on every input the verification stages draw,
 // and still fail the precision cheats (docs/threats.md row 10). Checked here for reduce in f32,
 // whose row sums of large-magnitude inputs cancel: a sum near zero carries the rounding error of
-// partial sums in the hundreds of thousands, which once failed an honest fp32 accumulation in CI
-// (error 0.499 against an absolute tolerance of 0.25). The tolerance now scales with the outputs'
-// root mean square; rounding the inputs to f16 must stay far outside it.
+// partial sums in the hundreds of thousands. An absolute tolerance alone failed an honest fp32
+// accumulation in CI (error 0.499 > 0.25); a term scaled by the outputs' root mean square then
+// held at the first sweep shape (64 rows) but not at the edge shape of one row, where the RMS is
+// that one cancelled sum (CI again: error 0.818 > 0.291 at M=1, N=4099). So every shape the
+// adversarial stage runs is checked here, with the tolerance's terms term fed by the reference
+// on the squared inputs, as the evaluator computes it; rounding the inputs to f16 must stay far
+// outside.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "evaluator/reference.h"
 #include "evaluator/tensor_data.h"
 #include "shared/target_spec.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::eval {
 namespace {
 
 struct RowSums {
-  std::vector<double> reference;  // exact enough: double accumulation of the f32 inputs
+  std::vector<double> reference;  // R(x): the target's reference on the f32 inputs
+  std::vector<double> norms;      // sqrt(R(x*x)): the norms of each row's terms
   std::vector<float> fp32;        // the cpu seed: one float accumulator per row, in order
   std::vector<float> f16_inputs;  // the cheat: inputs through _Float16, float accumulator
 };
 
-RowSums row_sums(Distribution d, uint64_t seed, int64_t m, int64_t n) {
+RowSums row_sums(const Reference& ref, Distribution d, uint64_t seed, int64_t m, int64_t n) {
   std::vector<double> x(static_cast<size_t>(m * n));
   std::vector<float> encoded(x.size());
   generate(d, DType::kF32, seed, x.size(), x.data(), encoded.data());
+  std::vector<double> squares(x.size());
+  for (size_t i = 0; i < x.size(); ++i) squares[i] = x[i] * x[i];
   RowSums s;
+  s.reference.assign(static_cast<size_t>(m), 0.0);
+  s.norms.assign(static_cast<size_t>(m), 0.0);
+  ref.compute({x.data()}, {s.reference.data()}, {m, n}, {});
+  ref.compute({squares.data()}, {s.norms.data()}, {m, n}, {});
+  term_norms_from_squares(s.norms.data(), s.norms.size());
   for (int64_t r = 0; r < m; ++r) {
-    double exact = 0;
     float acc = 0.f, cheat = 0.f;
     for (int64_t c = 0; c < n; ++c) {
       const float v = encoded[static_cast<size_t>(r * n + c)];
-      exact += static_cast<double>(v);
       acc += v;
       cheat += static_cast<float>(static_cast<_Float16>(v));
     }
-    s.reference.push_back(exact);
     s.fp32.push_back(acc);
     s.f16_inputs.push_back(cheat);
   }
   return s;
 }
 
-TEST(TargetTolerance, ReduceF32PassesSequentialFp32SumsOfAdversarialInputsAndFailsF16InputsAtLargeMagnitude) {
+// The terms term widens each element by its own norm only: element 0 (norm 100) may be off by
+// 0.1 + 1e-3 * 100, element 1 (norm 1) by 0.1 + 1e-3. A missing or non-finite norm adds nothing,
+// and without norms the tolerance is abs and rel alone.
+TEST(TargetTolerance, TheTermsTermWidensEachElementByItsOwnNorm) {
+  Tolerance tol;
+  tol.abs = 0.1;
+  tol.terms = 1e-3;
+  const std::vector<double> ref = {0, 0, 0};
+  const std::vector<double> norms = {100, 1, std::numeric_limits<double>::infinity()};
+  const std::vector<float> inside = {0.19f, 0.1009f, 0.099f};
+  CompareResult r =
+      compare(DType::kF32, inside.data(), ref.data(), 3, tol, 0xFF, "y", norms.data());
+  EXPECT_TRUE(r.passed) << r.detail;
+
+  const std::vector<float> second_off = {0.19f, 0.102f, 0.0f};
+  r = compare(DType::kF32, second_off.data(), ref.data(), 3, tol, 0xFF, "y", norms.data());
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.first_bad, 1u);
+  EXPECT_NE(r.detail.find("tolerance abs 0.101 (0.1 + terms 0.001 * 1, the root of "
+                          "the summed squared terms) + rel 0"),
+            std::string::npos)
+      << r.detail;
+
+  const std::vector<float> third_off = {0.0f, 0.0f, 0.11f};  // its norm is not finite
+  EXPECT_FALSE(
+      compare(DType::kF32, third_off.data(), ref.data(), 3, tol, 0xFF, "y", norms.data()).passed);
+  EXPECT_FALSE(compare(DType::kF32, inside.data(), ref.data(), 3, tol, 0xFF, "y").passed);
+}
+
+// The shapes of the adversarial stage: the first sweep shape (every distribution there), the
+// largest sweep shape and the edge shapes (the breaking distributions there).
+std::vector<Shape> adversarial_shapes(const TargetSpec& t) {
+  std::vector<Shape> shapes = {t.sweep.front()};
+  auto size = [](const Shape& s) {
+    int64_t n = 1;
+    for (const auto& [dim, v] : s) n *= v;
+    return n;
+  };
+  Shape largest = t.sweep.front();
+  for (const Shape& s : t.sweep) {
+    if (size(s) > size(largest)) largest = s;
+  }
+  std::vector<Shape> more = {largest};
+  more.insert(more.end(), t.edge.begin(), t.edge.end());
+  for (const Shape& s : more) {
+    if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
+  }
+  return shapes;
+}
+
+TEST(TargetTolerance,
+     ReduceF32PassesSequentialFp32SumsOfAdversarialInputsAtEveryShapeAndFailsF16Inputs) {
+  testing::TempDir dir;
   auto target = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   ASSERT_TRUE(target->tolerance.count(DType::kF32));
-  const Tolerance tol = target->tolerance.at(DType::kF32);
+  auto ref = Reference::build(*target, dir.path());
+  ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   ASSERT_FALSE(target->sweep.empty());
-  const Shape& shape = target->sweep.front();  // the adversarial stage's shape
-  const int64_t m = shape.at("M"), n = shape.at("N");
-  for (Distribution d : {Distribution::kLargeMagnitude, Distribution::kMixedScale, Distribution::kNormal}) {
-    for (uint64_t seed = 1; seed <= (d == Distribution::kLargeMagnitude ? 400u : 40u); ++seed) {
-      SCOPED_TRACE(std::string(distribution_name(d)) + " seed " + std::to_string(seed));
-      RowSums s = row_sums(d, seed, m, n);
-      const size_t rows = s.reference.size();
-      CompareResult honest = compare(DType::kF32, s.fp32.data(), s.reference.data(), rows, tol, 0xFF, "y");
-      EXPECT_TRUE(honest.passed) << honest.detail;
-      // At unit scale f16 inputs stay inside any fp32 tolerance a sum needs; the large-magnitude
-      // case of the same stage is where they must fail.
-      if (d != Distribution::kLargeMagnitude) continue;
-      CompareResult cheat = compare(DType::kF32, s.f16_inputs.data(), s.reference.data(), rows, tol, 0xFF, "y");
-      EXPECT_FALSE(cheat.passed) << "worst error " << cheat.worst_abs_error;
+  int cheats_caught = 0;
+  for (const Shape& shape : adversarial_shapes(*target)) {
+    const int64_t m = shape.at("M"), n = shape.at("N");
+    const Tolerance tol = tolerance_at(*target, DType::kF32, shape);
+    // Enough seeds at large magnitude that a failure rate of 1 in 1000 per shape shows: the
+    // tolerance without its terms term failed the one-row shape 23 times in 20,000 draws.
+    const uint64_t elements = static_cast<uint64_t>(m * n);
+    for (Distribution d :
+         {Distribution::kLargeMagnitude, Distribution::kMixedScale, Distribution::kNormal}) {
+      const uint64_t budget = d == Distribution::kLargeMagnitude ? 24'000'000 : 2'000'000;
+      const uint64_t seeds = std::clamp<uint64_t>(budget / elements, 40, 6000);
+      for (uint64_t seed = 1; seed <= seeds; ++seed) {
+        SCOPED_TRACE(std::to_string(m) + "x" + std::to_string(n) + " " +
+                     std::string(distribution_name(d)) + " seed " + std::to_string(seed));
+        RowSums s = row_sums(**ref, d, seed, m, n);
+        const size_t rows = s.reference.size();
+        CompareResult honest = compare(DType::kF32, s.fp32.data(), s.reference.data(), rows, tol,
+                                       0xFF, "y", s.norms.data());
+        ASSERT_TRUE(honest.passed) << honest.detail;
+        // At unit scale f16 inputs stay inside any fp32 tolerance a sum needs; at large magnitude
+        // over long rows they must fail. Where there are 10 rows or more: one row's error is one
+        // normal draw about 6 times its tolerance, inside it about 1 time in 7, while the stage's
+        // shapes of many rows catch the cheat for certain.
+        if (d != Distribution::kLargeMagnitude || n < 1000 || m < 10) continue;
+        CompareResult cheat = compare(DType::kF32, s.f16_inputs.data(), s.reference.data(), rows,
+                                      tol, 0xFF, "y", s.norms.data());
+        EXPECT_FALSE(cheat.passed) << "worst error " << cheat.worst_abs_error;
+        cheats_caught += !cheat.passed;
+      }
     }
   }
+  EXPECT_GT(cheats_caught, 0);
 }
 
 }  // namespace

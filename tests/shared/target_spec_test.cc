@@ -77,6 +77,7 @@ TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
   j["args"].push_back({{"name", "labels"}, {"role", "input"}, {"dtype", "i32"}, {"shape", {"M"}},
                        {"index_bound", "N - 1"}});
   j["tolerance"]["f16"]["rms"] = 0.01;
+  j["tolerance"]["f16"]["terms"] = 3e-4;
   j["args"][1]["scale"] = "1/sqrt(N)";
   j["adversarial_skip"] = {{"f16", {{"distributions", {"large_magnitude"}}, {"reason", "overflows"}}}};
   dir.write("target.json", j.dump(2));
@@ -90,6 +91,8 @@ TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
   EXPECT_EQ(t->adversarial_skip.at(DType::kF16).second, "overflows");
   EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kF16).rms, 0.01);
   EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kBF16).rms, 0.0);
+  EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kF16).terms, 3e-4);
+  EXPECT_DOUBLE_EQ(t->tolerance.at(DType::kBF16).terms, 0.0);
   EXPECT_EQ(t->inputs().size(), 3u);  // x, w, labels: the scratch buffer is not an input
   EXPECT_EQ(t->benchmark_for("cuda"), t->benchmark);  // no backend shape: the target's
   EXPECT_EQ(t->outputs().size(), 1u);
@@ -287,7 +290,12 @@ INSTANTIATE_TEST_SUITE_P(
                    },
                    "field 'adversarial_skip.f16.reason'"},
         BrokenSpec{"negative rms tolerance", [](auto& j) { j["tolerance"]["f16"]["rms"] = -1; },
-                   "tolerances are >= 0"}),
+                   "tolerances are finite numbers >= 0"},
+        BrokenSpec{"negative terms tolerance",
+                   [](auto& j) { j["tolerance"]["bf16"]["terms"] = -1e-5; },
+                   "field 'tolerance.bf16': tolerances are finite numbers >= 0"},
+        BrokenSpec{"terms tolerance as text",
+                   [](auto& j) { j["tolerance"]["f16"]["terms"] = "4e-5"; }, "terms"}),
     [](const auto& info) {
       std::string s = info.param.label;
       for (char& c : s)
