@@ -318,34 +318,7 @@ class CandidateEvaluator::Impl {
   // `reuse` hands over the buffers of an earlier set of the same shape: large host vectors that
   // are allocated once per evaluator instead of page-faulted in again for every candidate.
   SetData prepare_set(std::vector<TensorSlot> slots, const Shape& shape, Distribution dist,
-                      uint64_t seed, SetData reuse = {}) {
-    SetData d = std::move(reuse);
-    d.slots = std::move(slots);
-    d.shape = shape;
-    d.rows.clear();
-    d.sites.clear();
-    d.squares_built = false;
-    d.values.resize(d.slots.size());
-    d.input_checksums.resize(d.slots.size());
-    d.reference.resize(d.slots.size());
-    unsigned char* arena = sandbox->arena();
-    for (size_t i = 0; i < d.slots.size(); ++i) {
-      const TensorSlot& s = d.slots[i];
-      if (s.arg->role != TargetArg::Role::kInput) continue;
-      d.values[i].resize(s.count);
-      // Each input gets its own stream; the seed never leaves this process.
-      const uint64_t stream = seed + 0x9E3779B97F4A7C15ull * (i + 1);
-      if (!s.arg->index_bound.empty()) {
-        generate_indices(index_bound(*s.arg, shape), s.dtype, stream, s.count, d.values[i].data(),
-                         arena + s.offset);
-      } else {
-        generate(dist, s.dtype, stream, s.count, d.values[i].data(), arena + s.offset,
-                 input_scale(*s.arg, shape));
-      }
-      d.input_checksums[i] = checksum(arena + s.offset, s.count * dtype_bytes(s.dtype));
-    }
-    return d;
-  }
+                      uint64_t seed, SetData reuse = {});
 
   // The scale of an input's values at `shape` (validated at load time; 1 when none is given).
   double input_scale(const TargetArg& a, const Shape& shape) const {
@@ -399,24 +372,7 @@ class CandidateEvaluator::Impl {
   // reference) when the reference cannot compute single rows or the outputs do not share their
   // first dim.
   std::vector<int64_t> sampled_rows(const Shape& shape, size_t count,
-                                    const std::vector<int64_t>& must_include) {
-    if (!reference->has_rows()) return {};
-    const int64_t n = row_count(shape);
-    if (n <= 0) return {};
-    if (n <= static_cast<int64_t>(count) * 2) {
-      std::vector<int64_t> all(static_cast<size_t>(n));
-      for (int64_t r = 0; r < n; ++r) all[static_cast<size_t>(r)] = r;
-      return all;
-    }
-    std::set<int64_t> rows;
-    for (int64_t r : must_include) {
-      if (r >= 0 && r < n) rows.insert(r);
-    }
-    const size_t want = std::min<size_t>(static_cast<size_t>(n), rows.size() + count);
-    while (rows.size() < want)
-      rows.insert(static_cast<int64_t>(seeds.next() % static_cast<uint64_t>(n)));
-    return {rows.begin(), rows.end()};
-  }
+                                    const std::vector<int64_t>& must_include);
 
   // Checks outputs against the reference; returns the worst relative error and a failure detail.
   CaseOutcome check_outputs(const SetData& d, DType dtype, unsigned char poison,
@@ -429,60 +385,7 @@ class CandidateEvaluator::Impl {
   // end up holding another set's inputs.
   CaseOutcome check_outputs_against(const std::vector<TensorSlot>& slots, const SetData& expected,
                                     DType dtype, unsigned char poison,
-                                    bool ref_stats = false) const {
-    CaseOutcome o;
-    const unsigned char* arena = sandbox->arena();
-    for (size_t i = 0; i < slots.size(); ++i) {
-      const TensorSlot& s = slots[i];
-      if (s.arg->role != TargetArg::Role::kOutput) continue;
-      const unsigned char* got = arena + s.offset;
-      const double* want = expected.reference[i].data();
-      const double* norms = i < expected.term_norms.size() && !expected.term_norms[i].empty()
-                                ? expected.term_norms[i].data()
-                                : nullptr;
-      size_t count = s.count;
-      std::string name = s.arg->name;
-      std::string got_rows;
-      std::vector<double> want_rows, norm_rows;
-      // Gather the sampled rows of both sides, then compare those (every row: compare as is).
-      if (!expected.rows.empty() &&
-          static_cast<int64_t>(expected.rows.size()) != row_count(expected.shape)) {
-        const size_t per_row = s.count / static_cast<size_t>(row_count(expected.shape));
-        const size_t bytes = per_row * dtype_bytes(s.dtype);
-        for (int64_t r : expected.rows) {
-          got_rows.append(reinterpret_cast<const char*>(got) + r * bytes, bytes);
-          want_rows.insert(want_rows.end(), want + r * per_row, want + (r + 1) * per_row);
-          if (norms)
-            norm_rows.insert(norm_rows.end(), norms + r * per_row, norms + (r + 1) * per_row);
-        }
-        got = reinterpret_cast<const unsigned char*>(got_rows.data());
-        want = want_rows.data();
-        if (norms) norms = norm_rows.data();
-        count = want_rows.size();
-        name += " (" + std::to_string(expected.rows.size()) + " sampled rows of " +
-                std::to_string(per_row) + ", in order)";
-      }
-      CompareResult c = compare(s.dtype, got, want, count,
-                                tolerance_at(target, dtype, expected.shape), poison, name, norms);
-      o.worst_rel = std::max(o.worst_rel, c.worst_rel_error);
-      o.worst_abs = std::max(o.worst_abs, c.worst_abs_error);
-      o.rms = std::max(o.rms, c.rms_error);
-      if (ref_stats) {
-        double largest = 0;
-        for (size_t k = 0; k < count; ++k) {
-          if (std::isfinite(want[k])) largest = std::max(largest, std::fabs(want[k]));
-        }
-        const double eps = unit_roundoff(s.dtype);
-        o.ulp_at_max = std::max(o.ulp_at_max, eps * largest);
-        o.ulp_at_rms = std::max(o.ulp_at_rms, eps * finite_rms(want, count));
-      }
-      if (!c.passed && o.kind == CaseKind::kPass) {
-        o.kind = CaseKind::kWrong;
-        o.detail = c.detail;
-      }
-    }
-    return o;
-  }
+                                    bool ref_stats = false) const;
 
   CaseOutcome call_failed(const Status& s, const std::string& what) {
     CaseOutcome o;
