@@ -3,10 +3,10 @@
 // comparison of a candidate's outputs against the reference (check_outputs_against).
 //
 // Where the target's tolerance scales with the size of each element's terms (Tolerance::terms,
-// docs/targets.md), the reference runs once more on the squared inputs, whose outputs' square
-// roots are those sizes. For a row sum that is sqrt(sum of x^2) per row: the scale of an honest
-// fp32 sum's rounding error even where the row cancels to almost nothing, which the outputs
-// themselves no longer show.
+// docs/targets.md), the reference's kiln_reference_terms gives those sizes, or else the reference
+// runs once more on the squared inputs, whose outputs' square roots are those sizes. For a row sum
+// that is sqrt(sum of x^2) per row: the scale of an honest fp32 sum's rounding error even where the
+// row cancels to almost nothing, which the outputs themselves no longer show.
 #include "evaluator/evaluation_internal.h"
 
 namespace kiln::eval {
@@ -64,6 +64,9 @@ std::vector<int64_t> CandidateEvaluator::Impl::sampled_rows(
 
 void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape) const {
   const bool terms = uses_term_norms();
+  // The reference's own kiln_reference_terms, given rows to compute (else the squares' route).
+  const int64_t all_rows = row_count(shape);
+  const bool own_terms = terms && reference->has_terms() && all_rows > 0;
   std::vector<const double*> in, in_squared;
   std::vector<double*> out, out_norms;
   if (terms) {
@@ -73,7 +76,7 @@ void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape)
   for (size_t i = 0; i < d.slots.size(); ++i) {
     if (d.slots[i].arg->role != TargetArg::Role::kInput) continue;
     in.push_back(d.values[i].data());
-    if (!terms) continue;
+    if (!terms || own_terms) continue;
     const std::vector<double>& v = d.values[i];
     std::vector<double>& sq = d.squares[i];
     if (!d.slots[i].arg->index_bound.empty()) {  // indices select terms: passed as they are
@@ -86,14 +89,14 @@ void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape)
     }
     in_squared.push_back(sq.data());
   }
-  if (terms && d.squares_built) {
+  if (terms && !own_terms && d.squares_built) {
     for (const Site& s : d.sites) {
       if (d.slots[s.slot].arg->index_bound.empty()) {
         d.squares[s.slot][s.element] = d.values[s.slot][s.element] * d.values[s.slot][s.element];
       }
     }
   }
-  d.squares_built = terms;
+  d.squares_built = terms && !own_terms;
   for (size_t i = 0; i < d.slots.size(); ++i) {
     if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
     // Sized once: the reference writes every element, or with rows every element compared
@@ -110,10 +113,19 @@ void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape)
   for (const auto* s : target.scalars()) scalars.push_back(s->value);
   if (d.rows.empty()) {
     reference->compute(in, out, dims, scalars);
-    if (terms) reference->compute(in_squared, out_norms, dims, scalars);
+    if (terms && !own_terms) reference->compute(in_squared, out_norms, dims, scalars);
   } else {
     reference->compute_rows(in, out, dims, scalars, d.rows);
-    if (terms) reference->compute_rows(in_squared, out_norms, dims, scalars, d.rows);
+    if (terms && !own_terms) reference->compute_rows(in_squared, out_norms, dims, scalars, d.rows);
+  }
+  if (own_terms) {
+    std::vector<int64_t> rows = d.rows;
+    if (rows.empty()) {
+      rows.resize(static_cast<size_t>(all_rows));
+      for (int64_t r = 0; r < all_rows; ++r) rows[static_cast<size_t>(r)] = r;
+    }
+    reference->compute_terms(in, out_norms, dims, scalars, rows);
+    return;
   }
   if (!terms) return;
   // Square roots of the elements just computed: every one, or those of the rows.

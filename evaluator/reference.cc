@@ -56,7 +56,8 @@ Result<std::unique_ptr<Reference>> Reference::build(const TargetSpec& target,
     return invalid_argument(target.reference_file + " defines no extern \"C\" kiln_reference");
   }
   auto rows = reinterpret_cast<ReferenceRowsFn>(dlsym(handle, "kiln_reference_rows"));
-  return std::unique_ptr<Reference>(new Reference(handle, fn, rows));
+  auto terms = reinterpret_cast<ReferenceTermsFn>(dlsym(handle, "kiln_reference_terms"));
+  return std::unique_ptr<Reference>(new Reference(handle, fn, rows, terms));
 }
 
 Reference::~Reference() {
@@ -73,6 +74,20 @@ void Reference::compute_rows(const std::vector<const double*>& inputs,
                              const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
                              const std::vector<double>& scalars,
                              const std::vector<int64_t>& rows) const {
+  by_rows(rows_fn_, inputs, outputs, dims, scalars, rows);
+}
+
+void Reference::compute_terms(const std::vector<const double*>& inputs,
+                              const std::vector<double*>& terms, const std::vector<int64_t>& dims,
+                              const std::vector<double>& scalars,
+                              const std::vector<int64_t>& rows) const {
+  by_rows(terms_fn_, inputs, terms, dims, scalars, rows);
+}
+
+void Reference::by_rows(ReferenceRowsFn fn, const std::vector<const double*>& inputs,
+                        const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
+                        const std::vector<double>& scalars,
+                        const std::vector<int64_t>& rows) const {
   const size_t n = rows.size();
   const size_t threads = std::clamp<size_t>(n / kMinRowsPerThread, 1, threads_);
   auto part = [&](size_t t) {
@@ -80,12 +95,12 @@ void Reference::compute_rows(const std::vector<const double*>& inputs,
     // row), so interleaved parts cost alike where contiguous ones would not.
     std::vector<int64_t> mine;
     for (size_t i = t; i < n; i += threads) mine.push_back(rows[i]);
-    rows_fn_(inputs.data(), outputs.data(), dims.data(), scalars.data(), mine.data(),
-             static_cast<int64_t>(mine.size()));
+    fn(inputs.data(), outputs.data(), dims.data(), scalars.data(), mine.data(),
+       static_cast<int64_t>(mine.size()));
   };
   if (threads == 1) {
-    rows_fn_(inputs.data(), outputs.data(), dims.data(), scalars.data(), rows.data(),
-             static_cast<int64_t>(n));
+    fn(inputs.data(), outputs.data(), dims.data(), scalars.data(), rows.data(),
+       static_cast<int64_t>(n));
     return;
   }
   std::vector<std::thread> pool;

@@ -30,6 +30,17 @@ using ReferenceFn = void (*)(const double* const*, double* const*, const int64_t
 using ReferenceRowsFn = void (*)(const double* const*, double* const*, const int64_t*,
                                  const double*, const int64_t*, int64_t);
 
+// Optional, for a target whose tolerance has a terms term (docs/targets.md, "Choosing
+// tolerances") and whose outputs are not plain sums of products of the inputs:
+//   extern "C" void kiln_reference_terms(const double* const* inputs, double* const* terms,
+//                                        const int64_t* dims, const double* scalars,
+//                                        const int64_t* rows, int64_t nrows);
+// writes, for every element of the listed rows, the size of the error an honest kernel's rounding
+// can put there (in units of the rounding), where the outputs alone do not show it: an attention
+// row whose softmax is nearly tied between two keys, say. Without it kiln takes the square root
+// of the reference on the squared inputs. Same signature and rules as kiln_reference_rows.
+using ReferenceTermsFn = ReferenceRowsFn;
+
 // Threads for sampled-row references: half the cores, 1 to 8 (an evaluator computes two sets'
 // references at once; on a machine of several GPUs the cap keeps their evaluators' threads
 // within the cores).
@@ -48,6 +59,7 @@ class Reference {
                const std::vector<int64_t>& dims, const std::vector<double>& scalars) const;
 
   bool has_rows() const { return rows_fn_ != nullptr; }
+  bool has_terms() const { return terms_fn_ != nullptr; }
   // Threads compute_rows may split its rows over (at least 1).
   void set_threads(size_t n) { threads_ = std::max<size_t>(n, 1); }
   // Needs has_rows(). The rows are split over up to set_threads() threads, each calling
@@ -56,13 +68,21 @@ class Reference {
   void compute_rows(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
                     const std::vector<int64_t>& dims, const std::vector<double>& scalars,
                     const std::vector<int64_t>& rows) const;
+  // Needs has_terms(): kiln_reference_terms on `rows`, split over threads as compute_rows.
+  void compute_terms(const std::vector<const double*>& inputs, const std::vector<double*>& terms,
+                     const std::vector<int64_t>& dims, const std::vector<double>& scalars,
+                     const std::vector<int64_t>& rows) const;
 
  private:
-  Reference(void* handle, ReferenceFn fn, ReferenceRowsFn rows)
-      : handle_(handle), fn_(fn), rows_fn_(rows) {}
+  Reference(void* handle, ReferenceFn fn, ReferenceRowsFn rows, ReferenceTermsFn terms)
+      : handle_(handle), fn_(fn), rows_fn_(rows), terms_fn_(terms) {}
+  void by_rows(ReferenceRowsFn fn, const std::vector<const double*>& inputs,
+               const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
+               const std::vector<double>& scalars, const std::vector<int64_t>& rows) const;
   void* handle_;
   ReferenceFn fn_;
   ReferenceRowsFn rows_fn_;
+  ReferenceTermsFn terms_fn_;
   size_t threads_ = 1;
   static constexpr size_t kMinRowsPerThread = 4;
 };

@@ -88,3 +88,57 @@ extern "C" void kiln_reference_rows(const double* const* in, double* const* out,
   for (int64_t r = 0; r < nrows; ++r)
     attend_row(in, out, dims, scalars[0], rows[r] / L, rows[r] % L, p.data());
 }
+
+// The size of the error an honest kernel's rounding can put in each element of the listed rows
+// (kiln scales its tolerance's terms term by it; docs/targets.md, "Choosing tolerances"):
+//   T_id = sum_j p_j |v_jd| + sum_j p_j |v_jd - o_id| * a_j,   a_j = scale * sum_e |q_ie k_je|,
+// with p the row's softmax. The first sum bounds the rounding of o_i = sum_j p_j v_j; the second
+// is how far o_i moves when each score moves by its own rounding (relative to a_j): small where
+// one key dominates, large where the softmax is nearly tied between keys of different values, as
+// it is at large magnitudes (scores ~1e7 apart by chance only a few units), where an honest fp32
+// kernel and the fp64 reference may weigh the tied keys differently.
+extern "C" void kiln_reference_terms(const double* const* in, double* const* out,
+                                     const int64_t* dims, const double* scalars,
+                                     const int64_t* rows, int64_t nrows) {
+  const int64_t L = dims[2], D = dims[3];
+  const bool is_causal = dims[4] == 2;
+  const double scale = scalars[0];
+  std::vector<double> s(L), a(L), o(D);
+  for (int64_t r = 0; r < nrows; ++r) {
+    const int64_t bh = rows[r] / L, i = rows[r] % L;
+    const double* qi = in[0] + (bh * L + i) * D;
+    const double* k = in[1] + bh * L * D;
+    const double* v = in[2] + bh * L * D;
+    double* t = out[0] + (bh * L + i) * D;
+    const int64_t n = is_causal ? i + 1 : L;
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0, mag = 0;
+      for (int64_t e = 0; e < D; ++e) {
+        dot += qi[e] * k[j * D + e];
+        mag += std::fabs(qi[e] * k[j * D + e]);
+      }
+      s[j] = scale * dot;
+      a[j] = std::fabs(scale) * mag;
+      m = std::fmax(m, s[j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      s[j] = std::exp(s[j] - m);  // now p_j unnormalized
+      sum += s[j];
+    }
+    for (int64_t d = 0; d < D; ++d) o[d] = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t d = 0; d < D; ++d) o[d] += s[j] / sum * v[j * D + d];
+    }
+    for (int64_t d = 0; d < D; ++d) {
+      double terms = 0, moved = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double p = s[j] / sum, vj = v[j * D + d];
+        terms += p * std::fabs(vj);
+        moved += p * std::fabs(vj - o[d]) * a[j];
+      }
+      t[d] = terms + moved;
+    }
+  }
+}

@@ -341,13 +341,14 @@ extern "C" void rowsum(const T* x, float* y, int64_t M, int64_t N) {
 // where large-magnitude inputs once cancelled below an RMS-scaled tolerance; the timed outputs are
 // checked on sampled rows (the spec claims an expensive reference), whose norms come from the row
 // reference on the squared inputs, with the sites' changed inputs squared again.
-proto::EvaluationResult evaluate_off_by_terms(const std::string& off, double terms) {
+proto::EvaluationResult evaluate_off_by_terms(const std::string& off, double terms,
+                                              const std::string& more_reference = "") {
   testing::TempDir dir;
   nlohmann::json j = nlohmann::json::parse(expensive_rowsum_spec());
   j["tolerance"]["f32"] = {{"rel", 0}, {"abs", 0}, {"rms", 0}, {"terms", terms}};
   j["shapes"]["edge"] = {{{"M", 1}, {"N", 4099}}, {{"M", 2}, {"N", 1}}};
   dir.write("rowsum/target.json", j.dump());
-  dir.write("rowsum/reference.cpp", std::string(kRowSumReference) + kRowSumRows);
+  dir.write("rowsum/reference.cpp", std::string(kRowSumReference) + kRowSumRows + more_reference);
   std::string seed = kOffByTermsRowSum;
   seed.replace(seed.find("OFF"), 3, off);
   dir.write("rowsum/seed.cpp", seed);
@@ -365,6 +366,29 @@ TEST(CandidateEvaluator, ATermsToleranceAdmitsEachRowTheErrorItsTermsAllowAndNoM
 
   proto::EvaluationResult no_terms = evaluate_off_by_terms("5e-4", 0);
   EXPECT_EQ(no_terms.outcome, proto::Outcome::kWrongAnswer) << stages(no_terms);
+}
+
+// A reference that exports kiln_reference_terms sets the sizes itself (here twice the root of
+// the summed squares): a row sum off by 1.5e-3 of that root passes a terms tolerance of 1e-3 only
+// through it, at every stage and on the timed outputs' sampled rows.
+constexpr const char* kRowSumTerms = R"(
+#include <cmath>
+extern "C" void kiln_reference_terms(const double* const* in, double* const* out, const int64_t* dims,
+                                     const double*, const int64_t* rows, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) {
+    double squares = 0;
+    for (int64_t c = 0; c < dims[1]; ++c) squares += in[0][rows[t] * dims[1] + c] * in[0][rows[t] * dims[1] + c];
+    out[0][rows[t]] = 2 * std::sqrt(squares);
+  }
+}
+)";
+
+TEST(CandidateEvaluator, AReferenceThatExportsItsTermsSetsTheirSizes) {
+  proto::EvaluationResult own = evaluate_off_by_terms("1.5e-3", 1e-3, kRowSumTerms);
+  EXPECT_EQ(own.outcome, proto::Outcome::kVerified) << stages(own);
+  EXPECT_GT(own.timing.samples, 0u);
+  proto::EvaluationResult squares = evaluate_off_by_terms("1.5e-3", 1e-3);
+  EXPECT_EQ(squares.outcome, proto::Outcome::kWrongAnswer) << stages(squares);
 }
 
 }  // namespace

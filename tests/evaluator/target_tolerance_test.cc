@@ -85,6 +85,28 @@ TEST(TargetTolerance, TheTermsTermWidensEachElementByItsOwnNorm) {
   EXPECT_FALSE(compare(DType::kF32, inside.data(), ref.data(), 3, tol, 0xFF, "y").passed);
 }
 
+// flash_attention's kiln_reference_terms: for one query over two keys (no mask, scale 1), the
+// size of the terms is sum p|v| plus how far o moves when each score moves by its own magnitude.
+// Tied scores (1000 and 1000) with values 0 and 10 give 5 + 0.5*5*1000 + 0.5*5*1000; one key
+// far ahead (1000 against 0) gives the dominant key's |v| = 0 and almost nothing else.
+TEST(TargetTolerance, FlashAttentionTermsAreLargeOnlyWhereTheSoftmaxIsNearlyTied) {
+  testing::TempDir dir;
+  auto target = load_target(std::string(KILN_SOURCE_DIR) + "/targets/flash_attention");
+  ASSERT_TRUE(target.is_ok()) << target.status().to_string();
+  auto ref = Reference::build(*target, dir.path());
+  ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
+  ASSERT_TRUE((*ref)->has_terms());
+  const std::vector<int64_t> dims = {1, 1, 2, 1, 1};  // B, H, L, D, MASK (1: no mask)
+  auto terms_of_row_1 = [&](std::vector<double> k) {
+    std::vector<double> q = {1, 1}, v = {0, 10}, t = {-1, -1};
+    (*ref)->compute_terms({q.data(), k.data(), v.data()}, {t.data()}, dims, {1.0}, {1});
+    EXPECT_EQ(t[0], -1);  // row 0 was not asked for
+    return t[1];
+  };
+  EXPECT_NEAR(terms_of_row_1({1000, 1000}), 5 + 5000, 1e-6);
+  EXPECT_NEAR(terms_of_row_1({1000, 0}), 0, 1e-6);
+}
+
 // The shapes of the adversarial stage: the first sweep shape (every distribution there), the
 // largest sweep shape and the edge shapes (the breaking distributions there).
 std::vector<Shape> adversarial_shapes(const TargetSpec& t) {
