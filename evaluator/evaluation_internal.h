@@ -337,6 +337,12 @@ class CandidateEvaluator::Impl {
   // d.reference and, where a tolerance of the target has a terms term, the norms of the terms into
   // d.term_norms (evaluation_reference.cc).
   void compute_reference(SetData& d, const Shape& shape) const;
+  // The terms part of compute_reference: d.term_norms for d.rows (every row when empty), from
+  // the reference's kiln_reference_terms where it has one, else from the reference on the
+  // squared inputs. `in`, `dims`, `scalars` as the reference got them.
+  void compute_term_norms(SetData& d, const Shape& shape, const std::vector<const double*>& in,
+                          const std::vector<int64_t>& dims,
+                          const std::vector<double>& scalars) const;
   // Whether some dtype's tolerance scales with the norms of the terms (Tolerance::terms).
   bool uses_term_norms() const {
     for (const auto& [dtype, tol] : target.tolerance) {

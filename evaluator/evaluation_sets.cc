@@ -63,82 +63,90 @@ std::vector<int64_t> CandidateEvaluator::Impl::sampled_rows(
 }
 
 void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape) const {
-  const bool terms = uses_term_norms();
-  // The reference's own kiln_reference_terms, given rows to compute (else the squares' route).
-  const int64_t all_rows = row_count(shape);
-  const bool own_terms = terms && reference->has_terms() && all_rows > 0;
-  std::vector<const double*> in, in_squared;
-  std::vector<double*> out, out_norms;
-  if (terms) {
-    d.squares.resize(d.slots.size());
-    d.term_norms.resize(d.slots.size());
-  }
+  std::vector<const double*> in;
+  std::vector<double*> out;
   for (size_t i = 0; i < d.slots.size(); ++i) {
-    if (d.slots[i].arg->role != TargetArg::Role::kInput) continue;
-    in.push_back(d.values[i].data());
-    if (!terms || own_terms) continue;
-    const std::vector<double>& v = d.values[i];
-    std::vector<double>& sq = d.squares[i];
-    if (!d.slots[i].arg->index_bound.empty()) {  // indices select terms: passed as they are
-      in_squared.push_back(v.data());
-      continue;
-    }
-    if (!d.squares_built || sq.size() != v.size()) {
-      sq.resize(v.size());
-      for (size_t k = 0; k < v.size(); ++k) sq[k] = v[k] * v[k];
-    }
-    in_squared.push_back(sq.data());
+    if (d.slots[i].arg->role == TargetArg::Role::kInput) in.push_back(d.values[i].data());
   }
-  if (terms && !own_terms && d.squares_built) {
-    for (const Site& s : d.sites) {
-      if (d.slots[s.slot].arg->index_bound.empty()) {
-        d.squares[s.slot][s.element] = d.values[s.slot][s.element] * d.values[s.slot][s.element];
-      }
-    }
-  }
-  d.squares_built = terms && !own_terms;
   for (size_t i = 0; i < d.slots.size(); ++i) {
     if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
     // Sized once: the reference writes every element, or with rows every element compared
     // (zeroing 64 Mi doubles again for each kept launch cost 0.15 s).
     if (d.reference[i].size() != d.slots[i].count) d.reference[i].assign(d.slots[i].count, 0.0);
     out.push_back(d.reference[i].data());
-    if (!terms) continue;
-    if (d.term_norms[i].size() != d.slots[i].count) d.term_norms[i].assign(d.slots[i].count, 0.0);
-    out_norms.push_back(d.term_norms[i].data());
   }
   std::vector<int64_t> dims;
   for (const auto& name : target.dims) dims.push_back(shape.at(name));
   std::vector<double> scalars;
   for (const auto* s : target.scalars()) scalars.push_back(s->value);
-  if (d.rows.empty()) {
+  if (d.rows.empty())
     reference->compute(in, out, dims, scalars);
-    if (terms && !own_terms) reference->compute(in_squared, out_norms, dims, scalars);
-  } else {
+  else
     reference->compute_rows(in, out, dims, scalars, d.rows);
-    if (terms && !own_terms) reference->compute_rows(in_squared, out_norms, dims, scalars, d.rows);
+  if (uses_term_norms()) compute_term_norms(d, shape, in, dims, scalars);
+}
+
+void CandidateEvaluator::Impl::compute_term_norms(SetData& d, const Shape& shape,
+                                                  const std::vector<const double*>& in,
+                                                  const std::vector<int64_t>& dims,
+                                                  const std::vector<double>& scalars) const {
+  std::vector<double*> norms;
+  d.term_norms.resize(d.slots.size());
+  for (size_t i = 0; i < d.slots.size(); ++i) {
+    if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
+    if (d.term_norms[i].size() != d.slots[i].count) d.term_norms[i].assign(d.slots[i].count, 0.0);
+    norms.push_back(d.term_norms[i].data());
   }
-  if (own_terms) {
+  // The reference's own kiln_reference_terms, which always takes rows.
+  const int64_t all_rows = row_count(shape);
+  if (reference->has_terms() && all_rows > 0) {
     std::vector<int64_t> rows = d.rows;
     if (rows.empty()) {
       rows.resize(static_cast<size_t>(all_rows));
       for (int64_t r = 0; r < all_rows; ++r) rows[static_cast<size_t>(r)] = r;
     }
-    reference->compute_terms(in, out_norms, dims, scalars, rows);
+    reference->compute_terms(in, norms, dims, scalars, rows);
     return;
   }
-  if (!terms) return;
-  // Square roots of the elements just computed: every one, or those of the rows.
-  const int64_t nrows = d.rows.empty() ? 0 : row_count(shape);
+  // Else the reference on the squared inputs (index inputs select terms: passed as they are).
+  d.squares.resize(d.slots.size());
+  std::vector<const double*> squared;
   for (size_t i = 0; i < d.slots.size(); ++i) {
-    if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
-    std::vector<double>& norms = d.term_norms[i];
-    if (nrows <= 0) {
-      term_norms_from_squares(norms.data(), norms.size());
+    if (d.slots[i].arg->role != TargetArg::Role::kInput) continue;
+    const std::vector<double>& v = d.values[i];
+    std::vector<double>& sq = d.squares[i];
+    if (!d.slots[i].arg->index_bound.empty()) {
+      squared.push_back(v.data());
       continue;
     }
-    const size_t per_row = norms.size() / static_cast<size_t>(nrows);
-    for (int64_t r : d.rows) term_norms_from_squares(norms.data() + r * per_row, per_row);
+    if (!d.squares_built || sq.size() != v.size()) {
+      sq.resize(v.size());
+      for (size_t k = 0; k < v.size(); ++k) sq[k] = v[k] * v[k];
+    }
+    squared.push_back(sq.data());
+  }
+  if (d.squares_built) {  // only the sites' elements changed since
+    for (const Site& s : d.sites) {
+      if (d.slots[s.slot].arg->index_bound.empty()) {
+        d.squares[s.slot][s.element] = d.values[s.slot][s.element] * d.values[s.slot][s.element];
+      }
+    }
+  }
+  d.squares_built = true;
+  if (d.rows.empty())
+    reference->compute(squared, norms, dims, scalars);
+  else
+    reference->compute_rows(squared, norms, dims, scalars, d.rows);
+  // Square roots of the elements just computed: every one, or those of the rows.
+  for (size_t i = 0; i < d.slots.size(); ++i) {
+    if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
+    std::vector<double>& n = d.term_norms[i];
+    if (d.rows.empty() || all_rows <= 0) {
+      term_norms_from_squares(n.data(), n.size());
+      continue;
+    }
+    const size_t per_row = n.size() / static_cast<size_t>(all_rows);
+    for (int64_t r : d.rows) term_norms_from_squares(n.data() + r * per_row, per_row);
   }
 }
 
