@@ -14,6 +14,11 @@ tile_of() with NG row groups. Each tile's time is scaled by a normal jitter. Pri
 
 Units are k-steps. Halving the down tiles (--split 2) models split-K pieces of them.
     python3 bench/fused_mlp_schedule_model.py [--M 2048 --D 4096 --H 11008 --epi 3 --split 1]
+
+It models no memory traffic. On the H200 the real timeline (bench/fused_mlp_trace.sh) put the
+schedule's loss at ~1.6% rather than 6%, and the changes the model favoured (other ticket orders,
+K pieces of the last down tiles) ran 3-9% slower: they cost the weights' L2 reuse and add traffic
+(bench/results/2026-11-29-H200-suite-trace-split.md).
 """
 import argparse
 import heapq
