@@ -1,14 +1,14 @@
 #include "agent/builtin_proposer.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "evaluator/evaluation.h"
 #include "evaluator/profile/bottleneck.h"
+#include "shared/text.h"
 
 namespace kiln::agent {
 namespace {
@@ -30,16 +30,6 @@ const std::vector<std::vector<std::string>>& known_names() {
 }
 
 constexpr int kDefaultTierCount = 5;  // the four playbook tiers and "other"
-
-bool parse_int(const std::string& s, int64_t* out) {
-  if (s.empty()) return false;
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno != 0 || end == nullptr || *end != '\0') return false;
-  *out = v;
-  return true;
-}
 
 std::string config_key(const std::vector<int>& c) {
   std::string key;
@@ -189,11 +179,12 @@ bool BuiltinProposer::to_config(const Params& p, Config* c, std::string* why) co
       *why = "parent has no value for template parameter " + names_[i];
       return false;
     }
-    int64_t v = 0;
     const auto& list = values_[i];
-    auto found = parse_int(it->second, &v) ? std::find(list.begin(), list.end(), v) : list.end();
+    const std::optional<int64_t> v = parse_int64(it->second);  // strict: " 4" and "4x" are not 4
+    auto found = v ? std::find(list.begin(), list.end(), *v) : list.end();
     if (found == list.end()) {
-      *why = "parent's " + names_[i] + "=" + it->second + " is not in the template's space";
+      *why = "parent's " + names_[i] + "=" + log_safe(it->second, 40) +
+             " is not in the template's space";
       return false;
     }
     (*c)[i] = static_cast<int>(found - list.begin());

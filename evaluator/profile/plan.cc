@@ -19,6 +19,7 @@
 #include "evaluator/profile/op_shapes.h"
 #include "evaluator/profile/trace_targets.h"
 #include "shared/json_fields.h"
+#include "shared/text.h"
 
 namespace kiln::profile {
 namespace {
@@ -59,13 +60,10 @@ Status get_gain(JsonFields& f, const std::string& key, double* out) {
   return Status::ok();
 }
 
-// A target name is one of the rules' targets or any identifier a user's own target may have.
+// A target name is what a target.json's "name" may be (an identifier, as the spec loader
+// requires): one of the rules' targets or a user's own target.
 bool valid_target_name(const std::string& name) {
-  if (name.empty() || name.size() > 128) return false;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.') return false;
-  }
-  return true;
+  return name.size() <= 128 && is_identifier(name);
 }
 
 // One entry of a target's "shapes": {"shape": {dim: size}, "calls": n, "total_ns": t}.
@@ -98,7 +96,10 @@ Result<PlanTarget> parse_target(const json& j, const std::string& source, const 
   PlanTarget t;
   KILN_RETURN_IF_ERROR(f.get("target", &t.target, true));
   if (!valid_target_name(t.target)) {
-    return f.field_error("target", "expected a target name (letters, digits, _ - .), got '" + t.target + "'");
+    return f.field_error(
+        "target",
+        "expected a target name (an identifier: letters, digits and _, not first a digit), got '" +
+            log_safe(t.target, 80) + "'");
   }
   KILN_RETURN_IF_ERROR(get_share(f, "share", &t.share));
   KILN_RETURN_IF_ERROR(get_u64(f, "total_ns", &t.total_ns, true));

@@ -579,6 +579,17 @@ TEST(BuiltinProposer, ABadParentGivesAnEmptyResultWithTheReason) {
   p = proposer.mutate({{"BLOCK", "96"}, {"VEC", "1"}}, {}, rng);
   EXPECT_TRUE(p.empty());
   EXPECT_NE(p.reason.find("BLOCK=96"), std::string::npos) << p.reason;
+  // A value is the integer's digits and nothing else (strtoll took " 64" and "+64" as 64); a
+  // hostile one is cut and escaped in the reason.
+  for (const std::string bad : {" 64", "+64", "64 ", "64x", "0x40", ""}) {
+    p = proposer.mutate({{"BLOCK", bad}, {"VEC", "1"}}, {}, rng);
+    EXPECT_TRUE(p.empty()) << "'" << bad << "'";
+    EXPECT_NE(p.reason.find("is not in the template's space"), std::string::npos) << p.reason;
+  }
+  p = proposer.mutate({{"BLOCK", std::string(5000, '7') + "\n\x1b[2J"}, {"VEC", "1"}}, {}, rng);
+  EXPECT_TRUE(p.empty());
+  EXPECT_LT(p.reason.size(), 200u) << p.reason;
+  EXPECT_EQ(p.reason.find('\x1b'), std::string::npos) << p.reason;
   // Extra entries (fixed macros) are carried over unchanged.
   p = proposer.mutate({{"BLOCK", "64"}, {"VEC", "1"}, {"VB", "16"}}, {}, rng);
   ASSERT_FALSE(p.empty());

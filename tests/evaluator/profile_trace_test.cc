@@ -242,6 +242,15 @@ TEST(ProfileTrace, PlanValidationNamesTheBadField) {
   EXPECT_NE(plan_error(R"({"kiln_plan": 1, "total_gpu_ns": 100, "targets": [
       {"target": "mat mul!", "share": 0.5, "total_ns": 50}]})").find("'targets[0].target'"),
             std::string::npos);
+  // Names a target.json could not have (its "name" is an identifier) name no target either.
+  for (const char* name : {"mat-mul", "2mm", "fused.mlp", "../matmul"}) {
+    EXPECT_NE(plan_error(std::string(R"({"kiln_plan": 1, "total_gpu_ns": 100, "targets": [
+      {"target": ")") + name +
+                         R"(", "share": 0.5, "total_ns": 50}]})")
+                  .find("'targets[0].target': expected a target name (an identifier"),
+              std::string::npos)
+        << name;
+  }
   EXPECT_NE(plan_error(R"({"kiln_plan": 1, "total_gpu_ns": 100, "targets": [
       {"target": "matmul", "share": 0.5, "total_ns": -5}]})").find("'targets[0].total_ns'"),
             std::string::npos);
