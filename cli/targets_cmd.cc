@@ -124,6 +124,25 @@ int check_kernel(const TargetSpec& t, const std::string& backend, const BackendS
   return problems;
 }
 
+// A reference that exports kiln_reference_terms where the evaluator never calls it: the target
+// gives no `terms` tolerance, or its outputs have no rows (no reference_rows and no first dim
+// shared by every output), where the evaluator falls back to the reference on squared inputs.
+// A warning, not a problem: the target still verifies, only not as its author meant.
+void warn_unused_terms(const TargetSpec& t) {
+  bool any_terms = false;
+  for (const auto& [dtype, tol] : t.tolerance) any_terms = any_terms || tol.terms > 0;
+  if (!any_terms) {
+    std::printf(
+        "  WARN reference: exports kiln_reference_terms, but no tolerance gives `terms`, "
+        "so it is never called (docs/targets.md, \"Choosing tolerances\")\n");
+  } else if (reference_row_dims(t).empty()) {
+    std::printf(
+        "  WARN reference: exports kiln_reference_terms, but the outputs have no rows "
+        "(set \"reference_rows\", or give every output the same first dim): the terms "
+        "come from the reference on squared inputs instead\n");
+  }
+}
+
 int run_targets(const TargetsArgs& a) {
   std::vector<TargetSpec> targets;
   if (a.names.empty()) {
@@ -170,6 +189,8 @@ int run_targets(const TargetsArgs& a) {
     if (Result<std::unique_ptr<eval::Reference>> ref = eval::Reference::build(t, cache); !ref.is_ok()) {
       std::printf("  FAIL reference: %s\n", ref.status().message().c_str());
       ++problems;
+    } else if ((*ref)->has_terms()) {
+      warn_unused_terms(t);
     }
     for (const auto& [backend, b] : t.backends) {
       if (a.backend != "all" && a.backend != backend) continue;

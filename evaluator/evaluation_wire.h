@@ -13,6 +13,7 @@
 
 #include "evaluator/evaluation.h"
 #include "evaluator/tensor_data.h"
+#include "evaluator/verification_cases.h"
 
 namespace kiln::eval {
 namespace evaluation_internal {
@@ -28,14 +29,6 @@ inline DType arg_dtype(const TargetArg& a, DType under_test) {
   if (a.dtype == "T") return under_test;
   return parse_dtype(a.dtype).value_or(under_test);
 }
-
-// One verification case: a shape, a dtype and an input distribution.
-struct CaseSpec {
-  std::string stage;
-  Shape shape;
-  DType dtype = DType::kF32;
-  Distribution dist = Distribution::kNormal;
-};
 
 enum class CaseKind { kPass, kWrong, kInputMutated, kOutOfBounds, kTimeout, kCrash, kInternal };
 

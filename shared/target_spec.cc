@@ -243,6 +243,17 @@ int64_t element_count(const TargetArg& arg, const Shape& shape) {
   return n;
 }
 
+std::vector<std::string> reference_row_dims(const TargetSpec& target) {
+  if (!target.reference_rows.empty()) return target.reference_rows;
+  std::string first;
+  for (const auto* o : target.outputs()) {
+    if (o->shape.empty() || (!first.empty() && o->shape.front() != first)) return {};
+    first = o->shape.front();
+  }
+  if (first.empty()) return {};
+  return {first};
+}
+
 Status check_shape(const std::vector<std::string>& dims, const Shape& shape) {
   for (const auto& [d, n] : shape) {
     if (std::find(dims.begin(), dims.end(), d) == dims.end()) {

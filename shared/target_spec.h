@@ -136,6 +136,11 @@ Tolerance tolerance_at(const TargetSpec& target, DType dtype, const Shape& shape
 // Number of elements of a tensor argument at `shape`.
 int64_t element_count(const TargetArg& arg, const Shape& shape);
 
+// The dims whose flattened index is a row of kiln_reference_rows and kiln_reference_terms:
+// reference_rows, or else the first dim every output shares; empty where they share none (a
+// reference's row functions are then never called).
+std::vector<std::string> reference_row_dims(const TargetSpec& target);
+
 // "M=8192,N=8192"
 std::string shape_string(const Shape& shape);
 

@@ -53,6 +53,30 @@ TEST(TargetsPathCli, OwnAndBuiltInTargetsAreListedAndFoundTogether) {
   EXPECT_NE(text.find(mine), std::string::npos) << text;
 }
 
+// A reference's kiln_reference_terms is called only where a tolerance gives `terms`: --check says
+// so when none does, and is quiet about the built-in target that uses it.
+TEST(TargetsPathCli, CheckWarnsOfAReferenceTermsFunctionThatIsNeverCalled) {
+  testing::TempDir dir;
+  const std::string mine = dir.file("mine");
+  fs::create_directories(mine);
+  fs::copy(default_targets_dir() + "/flash_attention", mine + "/myattn",
+           fs::copy_options::recursive);
+  std::ifstream in(mine + "/myattn/target.json");
+  nlohmann::json spec = nlohmann::json::parse(in);
+  spec["name"] = "myattn";
+  for (auto& [dtype, tol] : spec["tolerance"].items()) tol.erase("terms");
+  std::ofstream(mine + "/myattn/target.json") << spec.dump(2);
+  const std::string check =
+      kiln_binary() + " targets --backend cpu --cache-dir " + dir.file("cache") + " --check ";
+  std::string text;
+  ASSERT_EQ(run_command(check + mine + "/myattn 2>&1", &text), 0) << text;
+  EXPECT_NE(text.find("WARN reference: exports kiln_reference_terms, but no tolerance gives"),
+            std::string::npos)
+      << text;
+  ASSERT_EQ(run_command(check + "flash_attention 2>&1", &text), 0) << text;
+  EXPECT_EQ(text.find("WARN"), std::string::npos) << text;
+}
+
 TEST(TargetsPathCli, ARunSearchesAnOwnTargetAndABuiltInOneTogether) {
   testing::TempDir dir;
   const std::string mine = own_targets(dir);

@@ -18,6 +18,7 @@
 
 #include "evaluator/reference.h"
 #include "evaluator/tensor_data.h"
+#include "evaluator/verification_cases.h"
 #include "shared/target_spec.h"
 #include "tests/support/test_env.h"
 
@@ -107,23 +108,12 @@ TEST(TargetTolerance, FlashAttentionTermsAreLargeOnlyWhereTheSoftmaxIsNearlyTied
   EXPECT_NEAR(terms_of_row_1({1000, 0}), 0, 1e-6);
 }
 
-// The shapes of the adversarial stage: the first sweep shape (every distribution there), the
-// largest sweep shape and the edge shapes (the breaking distributions there).
-std::vector<Shape> adversarial_shapes(const TargetSpec& t) {
-  std::vector<Shape> shapes = {t.sweep.front()};
-  auto size = [](const Shape& s) {
-    int64_t n = 1;
-    for (const auto& [dim, v] : s) n *= v;
-    return n;
-  };
-  Shape largest = t.sweep.front();
-  for (const Shape& s : t.sweep) {
-    if (size(s) > size(largest)) largest = s;
-  }
-  std::vector<Shape> more = {largest};
-  more.insert(more.end(), t.edge.begin(), t.edge.end());
-  for (const Shape& s : more) {
-    if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
+// The shapes the adversarial stage runs in the timed dtype, each once, as the evaluator picks
+// them (the first sweep shape, the largest sweep shape, the edge shapes).
+std::vector<Shape> adversarial_shapes(const TargetSpec& t, DType dtype) {
+  std::vector<Shape> shapes;
+  for (const CaseSpec& c : verification_cases(t, {dtype}, "adversarial", dtype)) {
+    if (std::find(shapes.begin(), shapes.end(), c.shape) == shapes.end()) shapes.push_back(c.shape);
   }
   return shapes;
 }
@@ -138,7 +128,9 @@ TEST(TargetTolerance,
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
   ASSERT_FALSE(target->sweep.empty());
   int cheats_caught = 0;
-  for (const Shape& shape : adversarial_shapes(*target)) {
+  const std::vector<Shape> shapes = adversarial_shapes(*target, DType::kF32);
+  ASSERT_GE(shapes.size(), 1 + target->edge.size()) << "the stage runs at every edge shape";
+  for (const Shape& shape : shapes) {
     const int64_t m = shape.at("M"), n = shape.at("N");
     const Tolerance tol = tolerance_at(*target, DType::kF32, shape);
     // Enough seeds at large magnitude that a failure rate of 1 in 1000 per shape shows: the
