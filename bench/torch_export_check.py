@@ -10,7 +10,8 @@
 #   python3 bench/torch_export_check.py --out RESULT.json EXPORT_DIR [EXPORT_DIR ...]
 # Yardstick: the PyTorch op computed in fp64 on the same input values, rounded to the output dtype,
 # with the target's tolerance as kiln applies it: rtol = rel, atol = abs + rms * RMS(reference)
-# (rel and abs scaled when the tolerance has a "scale" expression). The timing is of the PyTorch op
+# (rel and abs scaled when the tolerance has a "scale" expression; a "terms" part is left out, which
+# only makes the check stricter: see pytorch_baselines.compare). The timing is of the PyTorch op
 # in the inputs' own dtype.
 import argparse
 import importlib
