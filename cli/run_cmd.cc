@@ -142,7 +142,21 @@ int run_search(const RunArgs& args) {
   if (Status s = coordinator::check_search_params(search_check); !s.is_ok())
     return fail(s.message());
 
-  // The folder, and Redis: a resume reads what to continue from it.
+  // Targets named on the command line are found and loaded before the folder and Redis exist, so
+  // that a misspelt name leaves nothing behind (they are loaded again below, where a resume's
+  // recorded targets are known).
+  if (a.given.count("targets")) {
+    for (const auto& n : split_list(a.targets)) {
+      Result<std::string> dir = find_target(a.targets_dir, n);
+      if (!dir.is_ok()) return fail(dir.status().message());
+      if (Result<TargetSpec> t = load_target(*dir); !t.is_ok())
+        return fail(t.status().message() + " (list targets with `kiln targets`)");
+    }
+  }
+
+  // The folder, and Redis: a resume reads what to continue from it. A folder made here goes again
+  // if the run fails before it is recorded in it.
+  NewFolderGuard new_folder(a.out);
   std::error_code ec;
   fs::create_directories(a.out, ec);
   if (ec) return fail("creating " + a.out + ": " + ec.message());
@@ -421,6 +435,7 @@ int run_search(const RunArgs& args) {
     return fail((rec ? "cannot resume: " : "recording the run: ") + s.message());
   }
   if (Status s = store.put_run({{"evaluators", std::to_string(count)}}); !s.is_ok()) return fail(s.message());
+  new_folder.keep();  // the run is recorded there: a resume continues it
   if (rec && engine.finished()) {
     std::fprintf(stderr, "%s: run %s in %s had already finished; nothing to search, rewriting its output folder\n",
                  who, engine.record().id.c_str(), where.c_str());

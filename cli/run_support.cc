@@ -88,6 +88,27 @@ Result<int> lock_folder(const std::string& out) {
   return fd;
 }
 
+NewFolderGuard::NewFolderGuard(const std::string& path) : armed_(false) {
+  if (path.empty()) return;
+  // The highest folder of the path that does not exist yet: creating the path makes it and
+  // everything under it.
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec).lexically_normal();
+  if (!ec && p.filename().empty()) p = p.parent_path();  // "out/" names "out"
+  if (ec || fs::exists(p, ec) || ec) return;
+  while (p.has_parent_path() && p.parent_path() != p && !fs::exists(p.parent_path(), ec) && !ec)
+    p = p.parent_path();
+  if (ec) return;
+  path_ = p.string();
+  armed_ = true;
+}
+
+NewFolderGuard::~NewFolderGuard() {
+  if (!armed_) return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);  // best effort: the run's error was already said
+}
+
 // A private redis-server that a run which died left behind (it runs in its own process group and
 // outlives kiln) still serves <dir>/redis.sock: it is asked to SHUTDOWN, which writes everything
 // it acknowledged to its AOF and removes the socket, so that the new one loads all of it. OK when

@@ -1,5 +1,6 @@
 // The machinery under `kiln run` and `kiln coordinator`: durations, lists, the output folder's
-// lock, a private Redis a dead run left behind, and a Redis still loading its AOF.
+// lock and its removal when a new run fails to start, a private Redis a dead run left behind,
+// and a Redis still loading its AOF.
 #pragma once
 
 #include <sys/types.h>
@@ -31,6 +32,24 @@ bool process_alive(pid_t pid);
 // Holds <out>/.kiln.lock (flock) while this process works in the folder; the kernel lets go when
 // the process dies, however it dies. Not inherited by children (O_CLOEXEC). The descriptor.
 Result<int> lock_folder(const std::string& out);
+
+// The output folder of a run that may not start: removed when this goes out of scope (with the
+// parents that creating it made), unless the folder existed before (it may hold a run or the
+// user's files) or keep() was called (the run is recorded in it). Declared before the private
+// Redis, so that it goes after that Redis has stopped.
+class NewFolderGuard {
+ public:
+  // Call before creating `path`.
+  explicit NewFolderGuard(const std::string& path);
+  ~NewFolderGuard();
+  NewFolderGuard(const NewFolderGuard&) = delete;
+  NewFolderGuard& operator=(const NewFolderGuard&) = delete;
+  void keep() { armed_ = false; }
+
+ private:
+  std::string path_;
+  bool armed_;
+};
 
 // Asks a private redis-server that a dead run left serving <dir>/redis.sock to SHUTDOWN (it
 // writes what it acknowledged to its AOF and removes the socket); OK when nothing listens.

@@ -221,15 +221,21 @@ TEST(Cli, WorkersRefuseAnEndpointTheyCannotConnectTo) {
   EXPECT_NE(text.find("can be bound, not connected to"), std::string::npos) << text;
 }
 
+// A --shapes file is parsed once the private Redis runs (it needs the targets); the folder exists
+// before, so the run leaves it (and the pid file) where it was.
 TEST(Cli, AnErrorAfterThePrivateRedisStartedStopsIt) {
   testing::TempDir dir;
   const std::string out = dir.path() + "/run";
+  std::filesystem::create_directories(out);
+  std::ofstream(dir.path() + "/bad_shapes.json") << "{not json";
   std::string text;
-  EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --targets no_such_target --out " + out,
+  EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --targets reduce --shapes " +
+                            dir.path() + "/bad_shapes.json --out " + out,
                         &text),
             2)
       << text;
-  EXPECT_NE(text.find("no_such_target"), std::string::npos) << text;
+  EXPECT_NE(text.find("--shapes: "), std::string::npos) << text;
+  EXPECT_NE(text.find("bad_shapes.json"), std::string::npos) << text;
   pid_t pid = -1;
   std::ifstream(out + "/redis/redis.pid") >> pid;
   ASSERT_GT(pid, 0) << "the private redis-server was started first: " << text;

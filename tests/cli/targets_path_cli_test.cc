@@ -51,6 +51,36 @@ TEST(TargetsPathCli, OwnAndBuiltInTargetsAreListedAndFoundTogether) {
       << text;
   EXPECT_NE(text.find("no target 'nosuch'"), std::string::npos) << text;
   EXPECT_NE(text.find(mine), std::string::npos) << text;
+
+  // A run with a misspelt target stops before it makes its folder or starts a Redis there (it
+  // left OUT/redis behind).
+  const std::string typo = dir.file("typo-run");
+  EXPECT_EQ(
+      run_command(kiln_binary() + " run --backend cpu --targets mykernel,nosuch --targets-dir " +
+                      mine + " --out " + typo + " 2>&1",
+                  &text),
+      2)
+      << text;
+  EXPECT_NE(text.find("no target 'nosuch'"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(typo)) << text;
+  // Any failure before the run is recorded, here a --shapes file that does not parse (parsed
+  // after Redis has started), removes the folder and the parents it made, and only those: a
+  // folder that was there before keeps what it held.
+  std::ofstream(dir.file("bad-shapes.json")) << "{not json";
+  const std::string bad_shapes = " run --backend cpu --targets mykernel --targets-dir " + mine +
+                                 " --shapes " + dir.file("bad-shapes.json") + " --out ";
+  EXPECT_EQ(run_command(kiln_binary() + bad_shapes + dir.file("made/deep/out/") + " 2>&1", &text),
+            2)
+      << text;
+  EXPECT_NE(text.find("--shapes: "), std::string::npos) << text;
+  EXPECT_NE(text.find("bad-shapes.json"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(dir.file("made"))) << text;
+  const std::string before = dir.file("before");
+  fs::create_directories(before);
+  std::ofstream(before + "/notes.txt") << "mine\n";
+  EXPECT_EQ(run_command(kiln_binary() + bad_shapes + before + " 2>&1", &text), 2) << text;
+  EXPECT_TRUE(fs::exists(before + "/notes.txt")) << text;
+  EXPECT_TRUE(fs::exists(before + "/redis")) << "the run got as far as its Redis: " << text;
 }
 
 // A reference's kiln_reference_terms is called only where a tolerance gives `terms`: --check says

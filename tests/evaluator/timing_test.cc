@@ -190,7 +190,7 @@ TEST(JudgeSamples, WithoutUsableProbesEverySampleIsJudged) {
     EXPECT_EQ(v.problem, whole) << probes.size() << " probes";
     EXPECT_TRUE(v.kept.empty());
   }
-  // A set with no problem keeps every sample, busy ones included.
+  // A set with no problem keeps every sample, busy ones included (an empty `kept` says so).
   LoadedRun calm = loaded_run(bursts(120, 40, 1));
   SampleVerdict v = judge_samples(calm.samples, calm.probes, 10);
   EXPECT_EQ(v.problem, "");
