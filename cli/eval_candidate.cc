@@ -185,6 +185,16 @@ Result<CandidateChoice> choose_candidate(const BackendSpec& b, const CandidateAr
         return invalid_argument("--params: '" + name +
                                 "' is not a parameter of the template (parameters: " + known + ")");
       }
+      // A parameter is an integer (target.json lists integers): a value becomes a -D macro, and
+      // anything else failed later as a compile error or as the scan's finding.
+      if (!parse_int64(value)) {
+        std::string values;
+        for (int64_t v : spec.space.at(name))
+          values += (values.empty() ? "" : ", ") + std::to_string(v);
+        return invalid_argument("--params: " + name + "=" + log_safe(value, 40) +
+                                ": a template parameter is a whole number (" + name + " takes " +
+                                values + " in the template's space)");
+      }
     }
     // The first configuration that meets the constraints here and keeps the given values.
     std::optional<Params> pick;

@@ -168,6 +168,15 @@ TEST(Cli, EvalRefusesShapesAndParamsThatDoNotParse) {
   EXPECT_NE(text.find("--shape: 'M' is given twice"), std::string::npos) << text;
   EXPECT_EQ(run_command(eval + "--params UNROLL=2,UNROLL=4", &text), 2) << text;
   EXPECT_NE(text.find("--params: 'UNROLL' is given twice"), std::string::npos) << text;
+  // A template parameter is a whole number: anything else became a -D macro that failed to
+  // compile, or reached the source scan.
+  for (const char* value : {"abc", "4;system", "4 -DX", "+4", "0x4"}) {
+    EXPECT_EQ(run_command(eval + "--params 'UNROLL=" + std::string(value) + "'", &text), 2) << text;
+    EXPECT_NE(text.find("a template parameter is a whole number (UNROLL takes 1, 4, 8"),
+              std::string::npos)
+        << value << ": " << text;
+  }
+  EXPECT_EQ(run_command(eval + "--params UNROLL=04", &text), 0) << text;
 }
 
 // --gpus names GPU indices; a word, a negative or a repeated index is refused before anything
