@@ -8,6 +8,9 @@
 #   BACKEND  cpu (default) or cuda
 #   TARGETS  comma-separated (default: every built-in target the backend has a seed for)
 # Writes OUT/honest_seeds.md (OUT defaults to ./bench-out) and prints it.
+# TARGET_SECONDS (env, default 0: none) stops a target's verifications once they have taken that
+# long, so that a slow one (prefixsum_v2: ~35 s each on an H200) cannot eat a device lease; its
+# row then says how many ran.
 set -uo pipefail
 kiln=${1:?usage: $0 KILN_BINARY [RUNS] [BACKEND] [TARGETS]}
 runs=${2:-100}
@@ -36,7 +39,12 @@ details=$(mktemp)
 IFS=, read -ra list <<< "$targets"
 for t in "${list[@]}"; do
   ok=0 bad=0 start=$(date +%s)
+  limit=${TARGET_SECONDS:-0} cut=""
   for ((i = 1; i <= runs; i++)); do
+    if ((limit > 0 && $(date +%s) - start >= limit)); then
+      cut=" (stopped after $((i - 1)) of $runs: TARGET_SECONDS=$limit)"
+      break
+    fi
     if json=$("$kiln" eval "$t" --backend "$backend" --no-time --json --cache-dir "$cache" 2>/dev/null); then
       ok=$((ok + 1))
     else
@@ -56,7 +64,7 @@ print(f"- {t} run {i}: {outcome} at {stage}: {detail}")' "$t" "$i" >> "$details"
     printf '\r%s: %d/%d (%d refused)' "$t" "$i" "$runs" "$bad" >&2
   done
   printf '\n' >&2
-  echo "| $t | $ok | $bad | $(($(date +%s) - start)) |" >> "$report"
+  echo "| $t$cut | $ok | $bad | $(($(date +%s) - start)) |" >> "$report"
 done
 if [ -s "$details" ]; then
   { echo; echo "## Refusals"; echo; cat "$details"; } >> "$report"
