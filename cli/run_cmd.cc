@@ -162,7 +162,10 @@ int run_search(const RunArgs& args) {
   if (ec) return fail("creating " + a.out + ": " + ec.message());
   const std::string out = fs::absolute(a.out).string();
   Result<int> lock = lock_folder(out);
-  if (!lock.is_ok()) return fail(lock.status().message());
+  if (!lock.is_ok()) {
+    new_folder.keep();  // another run made it a moment ago and holds it: not ours to remove
+    return fail(lock.status().message());
+  }
   // CURVE before anything starts: a coordinator on a network address without keys stops here.
   Result<CoordinatorCurve> curve =
       resolve_coordinator_curve(a.curve, a.bind, who, a.coordinator_mode ? "" : out + "/keys");

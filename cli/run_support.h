@@ -35,8 +35,8 @@ Result<int> lock_folder(const std::string& out);
 
 // The output folder of a run that may not start: removed when this goes out of scope (with the
 // parents that creating it made), unless the folder existed before (it may hold a run or the
-// user's files) or keep() was called (the run is recorded in it). Declared before the private
-// Redis, so that it goes after that Redis has stopped.
+// user's files) or keep() was called (the run is recorded in it, or another run holds its lock).
+// Declared before the private Redis, so that it goes after that Redis has stopped.
 class NewFolderGuard {
  public:
   // Call before creating `path`.
