@@ -8,7 +8,9 @@
 #    of each line of CASES (a parameter list; lines starting with # are skipped).
 # Run on the GPU machine from the repository root:
 #   bench/fused_mlp_compare.sh KILN CASES OUT [SHAPE]     (SHAPE: M=..,D=..,H=..)
-# OUT gets results.jsonl (bench/eval_record.py), pytorch-*.json and table.md. PYTORCH_ARGS adds
+# OUT gets results.jsonl (bench/eval_record.py), pytorch-*.json and table.md. The table gives each
+# PyTorch time with its SM clock and warns where one ran below 95% of kiln's clock: a throttled
+# baseline (2026-11-29: 1600-1750 MHz against kiln's 1980) flatters kiln. PYTORCH_ARGS adds
 # options to the MLP's baselines (e.g. --target-budget-s 200 to bound the torch.compile runs).
 # CACHE_DIR moves kiln's compile cache out of OUT (default OUT/cache), e.g. so that a device call
 # returns OUT's few result files and not the cache's many.
@@ -39,29 +41,46 @@ done
 python3 - "$out" <<'PY' > "$out/table.md"
 import json, os, sys
 out = sys.argv[1]
-def median(name, target, impl):
+def timing(name, target, impl):
+    """(median µs, SM MHz, noisy) of one PyTorch impl, or (None, None, False)."""
     try:
-        t = json.load(open(os.path.join(out, name)))["targets"][target]["impls"][impl]
-        return t["timing"]["median_us"]
+        t = json.load(open(os.path.join(out, name)))["targets"][target]["impls"][impl]["timing"]
+        return t["median_us"], t.get("sm_clock_mhz"), bool(t.get("noisy"))
     except Exception:
-        return None
+        return None, None, False
 f = lambda v: "%.1f" % v if v else "-"
-ref = {"eager": median("pytorch-mlp.json", "fused_mlp", "eager"),
-       "compile": median("pytorch-mlp.json", "fused_mlp", "torch.compile default"),
-       "max-autotune": median("pytorch-mlp.json", "fused_mlp",
-                              "torch.compile max-autotune-no-cudagraphs")}
-g1 = median("pytorch-gemm1.json", "matmul", "eager")
-g2 = median("pytorch-gemm2.json", "matmul", "eager")
+def shown(t):
+    us, mhz, noisy = t
+    if not us:
+        return "-"
+    return "%s µs (%s%s)" % (f(us), "%.0f MHz" % mhz if mhz else "clock unknown",
+                             ", noisy" if noisy else "")
+runs = {"eager": timing("pytorch-mlp.json", "fused_mlp", "eager"),
+        "compile": timing("pytorch-mlp.json", "fused_mlp", "torch.compile default"),
+        "max-autotune": timing("pytorch-mlp.json", "fused_mlp",
+                               "torch.compile max-autotune-no-cudagraphs")}
+ref = {k: v[0] for k, v in runs.items()}
+gt1 = timing("pytorch-gemm1.json", "matmul", "eager")
+gt2 = timing("pytorch-gemm2.json", "matmul", "eager")
+g1, g2 = gt1[0], gt2[0]
 gemms = g1 + g2 if g1 and g2 else None
-print("PyTorch: eager %s µs, torch.compile %s µs, max-autotune %s µs; cuBLAS on the two GEMMs "
-      "alone: %s + %s = %s µs" % (f(ref["eager"]), f(ref["compile"]), f(ref["max-autotune"]),
-                                  f(g1), f(g2), f(gemms)))
+print("PyTorch: eager %s, torch.compile %s, max-autotune %s; cuBLAS on the two GEMMs alone: "
+      "%s + %s = %s µs" % (shown(runs["eager"]), shown(runs["compile"]),
+                           shown(runs["max-autotune"]), shown(gt1), shown(gt2), f(gemms)))
+# A baseline timed at a lower SM clock than kiln's lines is no yardstick: say so beside the table.
+records = [json.loads(line) for line in open(os.path.join(out, "results.jsonl"))]
+kiln_mhz = max([r.get("sm_clock_mhz") or 0 for r in records] or [0])
+slow = [name for name, t in list(runs.items()) + [("gemm1", gt1), ("gemm2", gt2)]
+        if t[0] and t[1] and kiln_mhz and t[1] < 0.95 * kiln_mhz]
+if slow:
+    print()
+    print("WARNING: %s ran below 95%% of kiln's SM clock (%.0f MHz): the machine throttled them, "
+          "so kiln's ratios against them overstate kiln; measure again" % (", ".join(slow), kiln_mhz))
 print()
 best = min([v for v in ref.values() if v] or [0]) or None
 print("| configuration | outcome | kiln µs | SM MHz | kiln / best PyTorch | kiln / two GEMMs |")
 print("|---|---|---|---|---|---|")
-for line in open(os.path.join(out, "results.jsonl")):
-    r = json.loads(line)
+for r in records:
     t = r["median_us"] if r["outcome"] == "verified" else None
     print("| %s | %s | %s | %s | %s | %s |" % (
         r["params"], r["outcome"], f(t), r.get("sm_clock_mhz") or "-",
