@@ -31,10 +31,18 @@ for dtype in f16 bf16; do
   python3 "$here/pytorch_baselines.py" --targets flash_attention --shape "$shape" --dtype "$dtype" \
     --no-compile --out "$out/pytorch-$dtype.json" > "$out/pytorch-$dtype.log" 2>&1
 done
-python3 - "$out" <<'PY' > "$out/table.md"
+python3 - "$out" "$here" <<'PY' > "$out/table.md"
 import json, os, sys
 out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from baseline_clock import shown, timing, warning
 rows = [json.loads(l) for l in open(os.path.join(out, "results.jsonl"))]
+sdpa_timings = {"SDPA " + d: timing(os.path.join(out, "pytorch-%s.json" % d), "flash_attention", "eager")
+                for d in ("f16", "bf16")}
+w = warning(sdpa_timings, rows)
+if w:
+    print(w)
+    print()
 def sdpa(dtype):
     try:
         r = json.load(open(os.path.join(out, "pytorch-%s.json" % dtype)))
@@ -42,7 +50,7 @@ def sdpa(dtype):
         return e["timing"]["median_us"], e.get("sdpa_backend", "?")
     except Exception:
         return None, "?"
-print("| dtype | configuration | verdict | kiln µs | SDPA µs (backend) | SDPA / kiln |")
+print("| dtype | configuration | verdict | kiln µs | SDPA (backend) | SDPA / kiln |")
 print("|---|---|---|---|---|---|")
 for r in rows:
     dtype = r["shape"].split("dtype=")[1]
@@ -51,6 +59,7 @@ for r in rows:
     short = ",".join(p for p in r["params"].split(",") if p.split("=")[0] in ("IMPL", "PIPE", "PING", "PERS", "STAGES"))
     f = lambda v: "%.1f" % v if v else "-"
     ratio = "%.3fx" % (s / k) if s and k else "-"
-    print("| %s | %s | %s | %s | %s (%s) | %s |" % (dtype, short, r["outcome"], f(k), f(s), backend, ratio))
+    print("| %s | %s | %s | %s | %s (%s) | %s |" % (dtype, short, r["outcome"], f(k),
+                                                   shown(sdpa_timings["SDPA " + dtype]), backend, ratio))
 PY
 cat "$out/table.md"

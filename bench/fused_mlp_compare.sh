@@ -38,46 +38,30 @@ grep -v '^\s*\(#\|$\)' "$cases" | while read -r params; do
   python3 "$here/eval_record.py" "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl"
   tail -n 1 "$out/results.jsonl" | cut -c1-240
 done
-python3 - "$out" <<'PY' > "$out/table.md"
+python3 - "$out" "$here" <<'PY' > "$out/table.md"
 import json, os, sys
 out = sys.argv[1]
-def timing(name, target, impl):
-    """(median µs, SM MHz, noisy) of one PyTorch impl, or (None, None, False)."""
-    try:
-        t = json.load(open(os.path.join(out, name)))["targets"][target]["impls"][impl]["timing"]
-        return t["median_us"], t.get("sm_clock_mhz"), bool(t.get("noisy"))
-    except Exception:
-        return None, None, False
+sys.path.insert(0, sys.argv[2])
+from baseline_clock import shown, timing, warning
 f = lambda v: "%.1f" % v if v else "-"
-def shown(t):
-    us, mhz, noisy = t
-    if not us:
-        return "-"
-    return "%s µs (%s%s)" % (f(us), "%.0f MHz" % mhz if mhz else "clock unknown",
-                             ", noisy" if noisy else "")
-runs = {"eager": timing("pytorch-mlp.json", "fused_mlp", "eager"),
-        "compile": timing("pytorch-mlp.json", "fused_mlp", "torch.compile default"),
-        "max-autotune": timing("pytorch-mlp.json", "fused_mlp",
-                               "torch.compile max-autotune-no-cudagraphs")}
-ref = {k: v[0] for k, v in runs.items()}
-gt1 = timing("pytorch-gemm1.json", "matmul", "eager")
-gt2 = timing("pytorch-gemm2.json", "matmul", "eager")
+mlp = os.path.join(out, "pytorch-mlp.json")
+runs = {"eager": timing(mlp, "fused_mlp", "eager"),
+        "torch.compile": timing(mlp, "fused_mlp", "torch.compile default"),
+        "max-autotune": timing(mlp, "fused_mlp", "torch.compile max-autotune-no-cudagraphs")}
+gt1 = timing(os.path.join(out, "pytorch-gemm1.json"), "matmul", "eager")
+gt2 = timing(os.path.join(out, "pytorch-gemm2.json"), "matmul", "eager")
 g1, g2 = gt1[0], gt2[0]
 gemms = g1 + g2 if g1 and g2 else None
-print("PyTorch: eager %s, torch.compile %s, max-autotune %s; cuBLAS on the two GEMMs alone: "
-      "%s + %s = %s µs" % (shown(runs["eager"]), shown(runs["compile"]),
-                           shown(runs["max-autotune"]), shown(gt1), shown(gt2), f(gemms)))
-# A baseline timed at a lower SM clock than kiln's lines is no yardstick: say so beside the table.
 records = [json.loads(line) for line in open(os.path.join(out, "results.jsonl"))]
-kiln_mhz = max([r.get("sm_clock_mhz") or 0 for r in records] or [0])
-slow = [name for name, t in list(runs.items()) + [("gemm1", gt1), ("gemm2", gt2)]
-        if t[0] and t[1] and kiln_mhz and t[1] < 0.95 * kiln_mhz]
-if slow:
+print("PyTorch: eager %s, torch.compile %s, max-autotune %s; cuBLAS on the two GEMMs alone: "
+      "%s + %s = %s µs" % (shown(runs["eager"]), shown(runs["torch.compile"]),
+                           shown(runs["max-autotune"]), shown(gt1), shown(gt2), f(gemms)))
+w = warning(dict(runs, **{"gate/up GEMM": gt1, "down GEMM": gt2}), records)
+if w:
     print()
-    print("WARNING: %s ran below 95%% of kiln's SM clock (%.0f MHz): the machine throttled them, "
-          "so kiln's ratios against them overstate kiln; measure again" % (", ".join(slow), kiln_mhz))
+    print(w)
 print()
-best = min([v for v in ref.values() if v] or [0]) or None
+best = min([v[0] for v in runs.values() if v[0]] or [0]) or None
 print("| configuration | outcome | kiln µs | SM MHz | kiln / best PyTorch | kiln / two GEMMs |")
 print("|---|---|---|---|---|---|")
 for r in records:

@@ -27,18 +27,23 @@ while IFS='|' read -r shape params; do
   python3 "$here/eval_record.py" "$out/eval.json" "$shape" "$params" >> "$out/results.jsonl"
   tail -n 1 "$out/results.jsonl" | cut -c1-240
 done < "$out/cases.txt"
-python3 - "$out" <<'PY' > "$out/table.md"
+python3 - "$out" "$here" <<'PY' > "$out/table.md"
 import json, os, sys
 out = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from baseline_clock import shown, timing, warning
 rows = [json.loads(l) for l in open(os.path.join(out, "results.jsonl"))]
+def cublas_timing(shape):
+    p = os.path.join(out, "pytorch-%s.json" % shape.replace("=", "_").replace(",", "_"))
+    return timing(p, "matmul", "eager")
 def cublas(shape):
-    try:
-        p = os.path.join(out, "pytorch-%s.json" % shape.replace("=", "_").replace(",", "_"))
-        return json.load(open(p))["targets"]["matmul"]["impls"]["eager"]["timing"]["median_us"]
-    except Exception:
-        return None
+    return cublas_timing(shape)[0]
 f = lambda v: "%.1f" % v if v else "-"
-print("| shape | configuration | outcome | kiln µs | SM MHz | cuBLAS µs | kiln / cuBLAS |")
+w = warning({"cuBLAS at " + s: cublas_timing(s) for s in sorted({r["shape"] for r in rows})}, rows)
+if w:
+    print(w)
+    print()
+print("| shape | configuration | outcome | kiln µs | SM MHz | cuBLAS | kiln / cuBLAS |")
 print("|---|---|---|---|---|---|---|")
 for r in rows:
     t = r["median_us"] if r["outcome"] == "verified" else None
@@ -46,8 +51,8 @@ for r in rows:
     short = ",".join(p for p in r["params"].split(",") if p.split("=")[0] in
                      ("BM", "BN", "STAGES", "GROUP_M", "CL", "PERS", "SK", "TMA"))
     print("| %s | %s | %s | %s | %s | %s | %s |" % (
-        r["shape"], short, r["outcome"], f(t), r.get("sm_clock_mhz") or "-", f(e),
-        "%.2fx" % (e / t) if e and t else "-"))
+        r["shape"], short, r["outcome"], f(t), r.get("sm_clock_mhz") or "-",
+        shown(cublas_timing(r["shape"])), "%.2fx" % (e / t) if e and t else "-"))
 # The fastest verified configuration of each shape: what a search over these cases would keep.
 print()
 print("| shape | fastest configuration | kiln µs | cuBLAS µs | kiln / cuBLAS |")
