@@ -30,6 +30,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -71,6 +72,20 @@ namespace kiln::cli {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The targets `names` (folders, or names looked up in `dirs`), loaded.
+Result<std::vector<TargetSpec>> load_named_targets(const std::string& dirs,
+                                                   const std::vector<std::string>& names) {
+  std::vector<TargetSpec> out;
+  for (const auto& n : names) {
+    KILN_ASSIGN_OR_RETURN(std::string dir, find_target(dirs, n));
+    Result<TargetSpec> t = load_target(dir);
+    if (!t.is_ok())
+      return invalid_argument(t.status().message() + " (list targets with `kiln targets`)");
+    out.push_back(std::move(t).value());
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -143,15 +158,12 @@ int run_search(const RunArgs& args) {
     return fail(s.message());
 
   // Targets named on the command line are found and loaded before the folder and Redis exist, so
-  // that a misspelt name leaves nothing behind (they are loaded again below, where a resume's
-  // recorded targets are known).
+  // that a misspelt name leaves nothing behind (a resume's recorded targets are loaded below).
+  std::optional<std::vector<TargetSpec>> named;
   if (a.given.count("targets")) {
-    for (const auto& n : split_list(a.targets)) {
-      Result<std::string> dir = find_target(a.targets_dir, n);
-      if (!dir.is_ok()) return fail(dir.status().message());
-      if (Result<TargetSpec> t = load_target(*dir); !t.is_ok())
-        return fail(t.status().message() + " (list targets with `kiln targets`)");
-    }
+    Result<std::vector<TargetSpec>> t = load_named_targets(a.targets_dir, split_list(a.targets));
+    if (!t.is_ok()) return fail(t.status().message());
+    named = std::move(t).value();
   }
 
   // The folder, and Redis: a resume reads what to continue from it. A folder made here goes again
@@ -273,14 +285,12 @@ int run_search(const RunArgs& args) {
     Result<std::vector<TargetSpec>> all = load_target_path(a.targets_dir, /*own_only=*/true);
     if (!all.is_ok()) return fail(all.status().message());
     targets = std::move(all).value();
+  } else if (named) {  // names are the command line's, loaded above
+    targets = std::move(*named);
   } else {
-    for (const auto& n : names) {
-      Result<std::string> dir = find_target(a.targets_dir, n);
-      if (!dir.is_ok()) return fail(dir.status().message());
-      Result<TargetSpec> t = load_target(*dir);
-      if (!t.is_ok()) return fail(t.status().message() + " (list targets with `kiln targets`)");
-      targets.push_back(std::move(t).value());
-    }
+    Result<std::vector<TargetSpec>> t = load_named_targets(a.targets_dir, names);
+    if (!t.is_ok()) return fail(t.status().message());
+    targets = std::move(t).value();
   }
   std::vector<int> gpus = std::move(gpu_list).value();
   if (backend.empty() && a.coordinator_mode) backend = "cuda";  // the workers' backend, not ours

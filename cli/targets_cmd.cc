@@ -129,9 +129,7 @@ int check_kernel(const TargetSpec& t, const std::string& backend, const BackendS
 // shared by every output), where the evaluator falls back to the reference on squared inputs.
 // A warning, not a problem: the target still verifies, only not as its author meant.
 void warn_unused_terms(const TargetSpec& t) {
-  bool any_terms = false;
-  for (const auto& [dtype, tol] : t.tolerance) any_terms = any_terms || tol.terms > 0;
-  if (!any_terms) {
+  if (!uses_terms(t)) {
     std::printf(
         "  WARN reference: exports kiln_reference_terms, but no tolerance gives `terms`, "
         "so it is never called (docs/targets.md, \"Choosing tolerances\")\n");

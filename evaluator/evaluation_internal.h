@@ -249,7 +249,7 @@ class CandidateEvaluator::Impl {
 
   // Runs the reference on `d`'s inputs at `shape` (on d.rows only where not empty) into
   // d.reference and, where a tolerance of the target has a terms term, the norms of the terms into
-  // d.term_norms (evaluation_reference.cc).
+  // d.term_norms (evaluation_sets.cc).
   void compute_reference(SetData& d, const Shape& shape) const;
   // The terms part of compute_reference: d.term_norms for d.rows (every row when empty), from
   // the reference's kiln_reference_terms where it has one, else from the reference on the
@@ -257,13 +257,6 @@ class CandidateEvaluator::Impl {
   void compute_term_norms(SetData& d, const Shape& shape, const std::vector<const double*>& in,
                           const std::vector<int64_t>& dims,
                           const std::vector<double>& scalars) const;
-  // Whether some dtype's tolerance scales with the norms of the terms (Tolerance::terms).
-  bool uses_term_norms() const {
-    for (const auto& [dtype, tol] : target.tolerance) {
-      if (tol.terms > 0) return true;
-    }
-    return false;
-  }
 
   // The dims whose flattened index is a row of the reference (target.json's reference_rows, else
   // the outputs' first dim when they share it; empty when they do not).

@@ -83,7 +83,7 @@ void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape)
     reference->compute(in, out, dims, scalars);
   else
     reference->compute_rows(in, out, dims, scalars, d.rows);
-  if (uses_term_norms()) compute_term_norms(d, shape, in, dims, scalars);
+  if (uses_terms(target)) compute_term_norms(d, shape, in, dims, scalars);
 }
 
 void CandidateEvaluator::Impl::compute_term_norms(SetData& d, const Shape& shape,

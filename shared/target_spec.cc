@@ -243,6 +243,11 @@ int64_t element_count(const TargetArg& arg, const Shape& shape) {
   return n;
 }
 
+bool uses_terms(const TargetSpec& target) {
+  return std::any_of(target.tolerance.begin(), target.tolerance.end(),
+                     [](const auto& dt) { return dt.second.terms > 0; });
+}
+
 std::vector<std::string> reference_row_dims(const TargetSpec& target) {
   if (!target.reference_rows.empty()) return target.reference_rows;
   std::string first;

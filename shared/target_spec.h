@@ -136,6 +136,9 @@ Tolerance tolerance_at(const TargetSpec& target, DType dtype, const Shape& shape
 // Number of elements of a tensor argument at `shape`.
 int64_t element_count(const TargetArg& arg, const Shape& shape);
 
+// Whether some dtype's tolerance gives `terms`: the evaluator then sizes each element's terms.
+bool uses_terms(const TargetSpec& target);
+
 // The dims whose flattened index is a row of kiln_reference_rows and kiln_reference_terms:
 // reference_rows, or else the first dim every output shares; empty where they share none (a
 // reference's row functions are then never called).
