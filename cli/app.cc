@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
+#include <ios>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -27,6 +29,7 @@
 #include "evaluator/sandbox_child.h"
 #include "shared/fatal.h"
 #include "shared/logging.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -36,6 +39,36 @@ constexpr const char* kDescription =
     "A coordinator keeps verified candidate kernels per target and GPU model in Redis, fans\n"
     "proposal and evaluation tasks out over ZeroMQ to agents and one evaluator per GPU, and keeps\n"
     "the fastest verified kernels. `kiln run` does it all on one machine.";
+
+// The first argument before `--` that is `--name=` with nothing after the '=', or "".
+std::string empty_assignment(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--") break;  // what follows is another program's (kiln profile -- COMMAND)
+    if (arg.size() > 3 && arg.substr(0, 2) == "--" && arg.find('=') == arg.size() - 1) {
+      return log_safe(arg, 60);
+    }
+  }
+  return "";
+}
+
+// The first option of the chosen subcommands given an empty value ("--source ''", "--out $UNSET"),
+// named as the user wrote it, or "". Every option of kiln takes an empty value as not given, so
+// taking it silently would run something other than what was asked.
+std::string option_given_empty(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    for (const CLI::Option* o : sub->get_options()) {
+      if (o->count() == 0 || o->get_items_expected_min() == 0) continue;  // absent, or a flag
+      // A program's arguments (kiln profile -- COMMAND...) may be empty strings.
+      if (o->get_positional() && o->get_items_expected_max() > 1) continue;
+      for (const std::string& value : o->results()) {
+        if (value.empty()) return o->get_name();
+      }
+    }
+    if (std::string nested = option_given_empty(*sub); !nested.empty()) return nested;
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -85,10 +118,24 @@ int run_app(int argc, char** argv) {
   add_verify_command(app, action);
   add_report_command(app, action);
 
+  if (std::string bad = empty_assignment(argc, argv); !bad.empty()) {
+    std::fprintf(stderr,
+                 "kiln: %s gives the option no value (the parser would take the next argument "
+                 "as its value); write %sVALUE, or leave the option out\n",
+                 bad.c_str(), bad.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (std::string empty = option_given_empty(app); !empty.empty()) {
+    std::fprintf(stderr,
+                 "kiln: %s was given an empty value (a shell variable that is not set?); give "
+                 "it a value, or leave it out for its default\n",
+                 empty.c_str());
+    return 2;
   }
   // Every line names the process's role (the subcommand: run, coordinator, evaluator, agent,
   // eval, ...) and its pid, so the lines of the processes of one run can be told apart.
@@ -102,6 +149,15 @@ int run_app(int argc, char** argv) {
   // private redis-server, evaluator processes) is stopped by its owner, and the log says why.
   try {
     return action();
+  } catch (const nlohmann::json::exception& e) {
+    // A field of a file kiln wrote holds another type than kiln writes there: bad input.
+    report_fatal(std::string("kiln: a JSON file read here does not hold what kiln writes (") +
+                 e.what() + "); was it changed by hand?");
+    return 2;
+  } catch (const std::ios_base::failure& e) {
+    report_fatal(std::string("kiln: reading a file failed: ") + e.what() +
+                 " (a folder where a file was expected?)");
+    return 2;
   } catch (const std::exception& e) {
     report_fatal(std::string("kiln: unexpected error: ") + e.what());
     return 1;

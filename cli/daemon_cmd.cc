@@ -53,6 +53,7 @@ void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
       "Stop with SIGINT/SIGTERM (the evaluation in progress finishes first).");
   sub->add_option("--connect", o->connect, "Coordinator endpoint, e.g. tcp://10.0.0.5:5555")->required();
   sub->add_option("--backend", o->backend, "cuda, cpu or triton (Triton kernels, on the GPU)")
+      ->check(CLI::IsMember({"cuda", "cpu", "triton"}))
       ->capture_default_str();
   sub->add_option("--gpu", o->gpu, "GPU ordinal (one daemon per GPU)")->capture_default_str();
   sub->add_option("--capacity", o->capacity, "Tasks held at once")->capture_default_str();

@@ -224,6 +224,11 @@ Result<CandidateChoice> choose_candidate(const BackendSpec& b, const CandidateAr
     c.source = spec.source;
     c.label = out.geometry;
   } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(a.source_file, ec)) {
+      return invalid_argument("--source " + a.source_file +
+                              " is a folder; name the kernel's source file");
+    }
     std::ifstream in(a.source_file, std::ios::binary);
     if (!in) return invalid_argument("cannot read --source " + a.source_file);
     std::stringstream ss;

@@ -7,6 +7,7 @@
 
 #include "cli/sweep.h"
 #include "evaluator/source_scan.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -92,7 +93,8 @@ int run_eval_check(const CheckArgs& a, eval::Compiler& compiler) {
     std::fprintf(out, "  scan: FAILED (%zu finding%s; nothing is compiled)\n", findings.size(),
                  findings.size() == 1 ? "" : "s");
     for (const auto& f : findings) {
-      std::fprintf(out, "    line %d: %s -- %s\n", f.line, f.rule.c_str(), f.excerpt.c_str());
+      std::fprintf(out, "    line %d: %s -- %s\n", f.line, terminal_safe(f.rule).c_str(),
+                   terminal_safe(f.excerpt).c_str());
     }
   } else {
     std::fprintf(out, "  scan: passed\n");
@@ -125,7 +127,7 @@ int run_eval_check(const CheckArgs& a, eval::Compiler& compiler) {
         std::fprintf(out, "  compile %s: FAILED%s\n", dn.c_str(), o.rejected ? " (refused)" : "");
       }
       if (!o.log.empty() && o.log.find_first_not_of(" \n\t") != std::string::npos) {
-        std::fprintf(out, "%s", indented(o.log, "    ").c_str());
+        std::fprintf(out, "%s", terminal_safe(indented(o.log, "    ")).c_str());
       }
     }
   }

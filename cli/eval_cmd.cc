@@ -3,6 +3,7 @@
 // summary (or the result as JSON).
 #include "cli/eval_cmd.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +122,13 @@ int run_eval(const EvalArgs& a) {
     Result<DType> d = parse_dtype(a.dtype);
     if (!d.is_ok()) return fail(d.status().message(), 2);
     dtype = *d;
+    if (std::find(b->dtypes.begin(), b->dtypes.end(), dtype) == b->dtypes.end()) {
+      std::string have;
+      for (DType x : b->dtypes) have += (have.empty() ? "" : ", ") + std::string(dtype_name(x));
+      return fail("--dtype " + a.dtype + ": the " + backend + " kernels of " + target->name +
+                      " take " + have,
+                  2);
+    }
   }
 
   eval::EvaluatorOptions options;
@@ -144,6 +152,8 @@ int run_eval(const EvalArgs& a) {
       }
       s[k] = *n;
     }
+    if (Status fits = check_shape(*target, s); !fits.is_ok())
+      return fail("--shape: " + fits.message(), 2);
     options.benchmark_override = s;
   }
   const Shape shape = options.benchmark_override.value_or(target->benchmark_for(backend));
@@ -191,7 +201,9 @@ int run_eval(const EvalArgs& a) {
   }
   Result<std::unique_ptr<eval::CandidateEvaluator>> ev =
       eval::CandidateEvaluator::create(*target, backend, (*tc)->compiler(), options);
-  if (!ev.is_ok()) return fail(ev.status().message(), 1);
+  if (!ev.is_ok()) {  // a shape this machine cannot hold is bad usage; a sandbox that fails is not
+    return fail(ev.status().message(), ev.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  }
 
   if (a.sweep) {
     SweepArgs sw;
@@ -221,7 +233,7 @@ int run_eval(const EvalArgs& a) {
     std::fprintf(progress_out, "  parameters: %s\n", choice->params_note.c_str());
   }
   proto::EvaluationResult r = (*ev)->evaluate(c, dtype, [&](const std::string& line) {
-    std::fprintf(progress_out, "  %s\n", line.c_str());
+    std::fprintf(progress_out, "  %s\n", terminal_safe(line).c_str());
     std::fflush(progress_out);
   });
   r.candidate_id = Sha256().add(target->spec_hash).add(backend).add(c.source).add(param_text)
@@ -262,7 +274,7 @@ int run_eval(const EvalArgs& a) {
       }
     }
     if (r.outcome != proto::Outcome::kVerified && !r.log.empty()) {
-      std::printf("log:\n%s\n", r.log.c_str());
+      std::printf("log:\n%s\n", terminal_safe(r.log).c_str());
     }
   }
   return r.outcome == proto::Outcome::kVerified ? 0 : 1;
@@ -281,7 +293,8 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
       "clean and every dtype compiled), 1 otherwise, 2 for bad usage.");
   sub->add_option("target", args->target, "Target name (a folder under the targets dir) or path")->required();
   sub->add_option("--backend", args->backend,
-                  "cuda, cpu or triton (default: cuda when a GPU is usable)");
+                  "cuda, cpu or triton (default: cuda when a GPU is usable)")
+      ->check(CLI::IsMember({"cuda", "cpu", "triton"}));
   sub->add_flag("--template", args->use_template,
                 "Evaluate the tunable template (default: the seed); with --source, launch the\n"
                 "source with the template's geometry (as --geometry template)");

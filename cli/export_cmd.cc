@@ -277,7 +277,8 @@ void add_export_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--params", a->params,
                   "Template parameters for --template, e.g. BLOCK=256,VEC=8");
   sub->add_option("--backend", a->backend,
-                  "For --seed/--template: cuda or cpu (default: cuda where the target has it)");
+                  "For --seed/--template: cuda or cpu (default: cuda where the target has it)")
+      ->check(CLI::IsMember({"cuda", "cpu", "triton"}));
   sub->add_option("--dtype", a->dtype,
                   "Element type to export (default: the one the search verified and timed)");
   sub->add_option(

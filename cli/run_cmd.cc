@@ -13,6 +13,8 @@
 // (coordinator::Engine::resume) and finishes it with the budget that is left. A lock on
 // <out>/.kiln.lock keeps two kiln processes from working in one folder; evaluators die with the
 // process that started them (PR_SET_PDEATHSIG), so a killed run leaves none behind.
+// What is settled before the search starts (the options checked, where the evaluators run, the
+// engine's options) is in run_setup.cc; this file is the run's sequence.
 #include "cli/run_cmd.h"
 
 #include <fcntl.h>
@@ -23,7 +25,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -31,33 +32,27 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <thread>
 
 #include "cli/curve_options.h"
 #include "cli/local_eval.h"
 #include "cli/local_workers.h"
-#include "cli/plan_sweep.h"
 #include "cli/redis_password.h"
 #include "cli/resume_command.h"
 #include "cli/run_args.h"
 #include "cli/run_outputs.h"
+#include "cli/run_setup.h"
 #include "cli/run_support.h"
 #include "cli/status_table.h"
 #include "cli/stop_signal.h"
 #include "coordinator/engine.h"
 #include "coordinator/run_observer.h"
 #include "coordinator/status_server.h"
-#include "evaluator/cuda/cuda_probe.h"
-#include "evaluator/profile/plan.h"
 #include "evaluator/result_json.h"
 #include "evaluator/toolchain.h"
 #include "evaluator/triton/triton_compiler.h"
 #include "shared/backends.h"
-#include "shared/build_info.h"
-#include "shared/config.h"
-#include "shared/endpoint.h"
 #include "shared/fatal.h"
 #include "shared/http_server.h"
 #include "shared/local_redis.h"
@@ -69,25 +64,8 @@
 extern char** environ;
 
 namespace kiln::cli {
-namespace {
 
 namespace fs = std::filesystem;
-
-// The targets `names` (folders, or names looked up in `dirs`), loaded.
-Result<std::vector<TargetSpec>> load_named_targets(const std::string& dirs,
-                                                   const std::vector<std::string>& names) {
-  std::vector<TargetSpec> out;
-  for (const auto& n : names) {
-    KILN_ASSIGN_OR_RETURN(std::string dir, find_target(dirs, n));
-    Result<TargetSpec> t = load_target(dir);
-    if (!t.is_ok())
-      return invalid_argument(t.status().message() + " (list targets with `kiln targets`)");
-    out.push_back(std::move(t).value());
-  }
-  return out;
-}
-
-}  // namespace
 
 int run_search(const RunArgs& args) {
   const char* who = args.coordinator_mode ? "kiln coordinator" : "kiln run";
@@ -95,67 +73,9 @@ int run_search(const RunArgs& args) {
     report_fatal(std::string(who) + ": " + msg);
     return 2;
   };
-  // --config: the file's values for what the command line leaves out, and the search knobs that
-  // have no option of their own (selection, migration, convergence).
-  RunArgs a = args;
-  SearchConfig search_config;
-  if (!a.config.empty()) {
-    Result<KilnConfig> cfg = load_config(a.config);
-    if (!cfg.is_ok()) return fail(cfg.status().message());
-    search_config = cfg->search;
-    auto from_file = [&](const char* option) { return a.given.insert(option).second; };
-    if (!cfg->targets.empty() && from_file("targets")) {
-      a.targets.clear();
-      for (const auto& t : cfg->targets) a.targets += (a.targets.empty() ? "" : ",") + t;
-    }
-    if (a.targets_dir.empty()) a.targets_dir = cfg->targets_dir;
-    if (a.redis.empty()) a.redis = cfg->redis.url;
-    // Only what the file names: on a resume, a key it leaves out keeps the run's value.
-    const std::set<std::string>& named = cfg->search.named;
-    if (named.count("islands") && from_file("islands")) a.islands = cfg->search.islands;
-    if (named.count("max_proposals_without_gain") && from_file("patience")) {
-      a.patience = cfg->search.max_proposals_without_gain;
-    }
-    if (cfg->search.time_budget_s > 0 && from_file("budget")) a.budget = std::to_string(cfg->search.time_budget_s) + "s";
-  }
-  Result<std::chrono::seconds> budget = parse_duration(a.budget);
-  if (!budget.is_ok()) return fail(budget.status().message());
-  // Checked before anything starts (the output folder, a private redis-server): a bad value found
-  // later would abort the search or leave them behind.
-  if (a.islands == 0)
-    return fail("--islands must be at least 1 (each island keeps its own elites)");
-  if (!a.coordinator_mode && a.evaluators == 0) {
-    return fail(
-        "--evaluators must be at least 1; for a search whose evaluators all run on other "
-        "machines, use `kiln coordinator`");
-  }
-  if (a.coordinator_mode && a.in_flight == 0) return fail("--in-flight must be at least 1");
-  const bool http_on = !a.http.empty() && a.http != "off";
-  if (http_on) {
-    if (Result<std::pair<std::string, uint16_t>> hp = net::parse_host_port(a.http); !hp.is_ok())
-      return fail("--http: " + hp.status().message() + "; or off");
-  }
-  Result<std::vector<int>> gpu_list = parse_gpu_list(a.gpus);
-  if (!gpu_list.is_ok()) return fail(gpu_list.status().message());
-  if (!a.backend.empty() && !is_backend(a.backend)) {
-    return fail("unknown backend '" + a.backend + "' for --backend (valid: cuda, cpu, triton)");
-  }
-  // Local evaluators on a GPU backend need the GPU here: say so now, not after a run whose
-  // evaluators could never start (a coordinator's evaluators run elsewhere).
-  if (!a.coordinator_mode && runs_on_gpu(a.backend)) {
-    if (std::string why = backend_unavailable_here(a.backend); !why.empty()) {
-      return fail("--backend " + a.backend + " needs a GPU here: " + why +
-                  "; use --backend cpu, or `kiln coordinator` with evaluators on GPU machines");
-    }
-  }
-  if (a.coordinator_mode) {
-    Status bind = net::validate_endpoint(a.bind, net::EndpointUse::kBind);
-    if (!bind.is_ok()) return fail("--bind " + bind.message());
-  }
-  coordinator::SearchParams search_check = coordinator::search_params_from(search_config);
-  search_check.islands = a.islands;
-  if (Status s = coordinator::check_search_params(search_check); !s.is_ok())
-    return fail(s.message());
+  Result<CheckedRunArgs> checked = check_run_args(args);
+  if (!checked.is_ok()) return fail(checked.status().message());
+  const RunArgs& a = checked->args;
 
   // Targets named on the command line are found and loaded before the folder and Redis exist, so
   // that a misspelt name leaves nothing behind (a resume's recorded targets are loaded below).
@@ -191,8 +111,10 @@ int run_search(const RunArgs& args) {
     fs::create_directories(lo.dir, ec);
     if (Status s = stop_stale_redis(lo.dir); !s.is_ok()) return fail(s.message());
     Result<std::unique_ptr<LocalRedis>> r = LocalRedis::start(lo);
-    if (!r.is_ok()) return fail("starting a private redis-server: " + r.status().message() +
-                                " (install redis-server, or pass --redis URL)");
+    if (!r.is_ok()) {  // its message says what to do where redis-server is missing
+      return fail("starting a private redis-server in " + lo.dir + ": " + r.status().message() +
+                  " (or use a Redis of your own: --redis URL)");
+    }
     local = std::move(r).value();
     url = local->url();
     std::ofstream(lo.dir + "/redis.pid") << local->pid() << "\n";  // for a resume after a crash
@@ -217,34 +139,7 @@ int run_search(const RunArgs& args) {
   const std::string where = a.redis.empty() ? out : "Redis at " + redis_url_for_display(a.redis);
   Result<std::optional<coordinator::RunRecord>> recorded = coordinator::read_run_record(store);
   if (!recorded.is_ok()) return fail("reading the run in " + where + ": " + recorded.status().message());
-  // Every option the run's record does not keep, so that the command works when pasted.
-  auto path = [](const std::string& p) { return p.empty() ? p : fs::absolute(p).string(); };
-  const std::string resume_hint = resume_command(
-      a.coordinator_mode ? "kiln coordinator" : "kiln run",
-      {{"--out", out},
-       {"--redis", a.redis.empty() ? "" : redis_url_for_display(a.redis)},
-       {"--redis-password-file", path(a.redis_password_file)},
-       {"--redis-retry", a.redis_retry != "5m" ? a.redis_retry : ""},
-       {"--curve-secret", path(a.curve.curve_secret)},
-       {"--allow", path(a.curve.allow)},
-       {"--targets-dir", path(a.targets_dir)},
-       {"--bind", a.coordinator_mode ? a.bind : ""},
-       {"--config", path(a.config)},
-       {"--gpus", a.gpus},
-       {"--gpu-models", a.coordinator_mode && a.gpu_models != "auto" ? a.gpu_models : ""},
-       {"--in-flight", a.coordinator_mode && a.in_flight != 8 ? std::to_string(a.in_flight) : ""},
-       {"--cache-dir", path(a.cache_dir)},
-       {"--plan", path(a.plan)},
-       {"--shapes", path(a.shapes)},
-       {"--llm", path(a.llm)}},
-      [&] {
-        std::vector<std::string> flags;
-        if (a.no_profile_guidance) flags.push_back("--no-profile-guidance");
-        if (a.no_transfer) flags.push_back("--no-transfer");
-        if (a.no_early_stop) flags.push_back("--no-early-stop");
-        if (a.curve.insecure) flags.push_back("--insecure");
-        return flags;
-      }());
+  const std::string resume_hint = run_resume_hint(a, out);
   // --resume-if-any (a scheduler that starts the coordinator again: a Job's pod made anew, a
   // requeued Slurm job): continue a recorded run (a finished one only rewrites the output, as
   // --resume does), start one when there is none.
@@ -270,7 +165,6 @@ int run_search(const RunArgs& args) {
   const uint32_t islands = rec && !given("islands") ? rec->islands : a.islands;
   const uint64_t patience = rec && !given("patience") ? rec->patience : a.patience;
   const uint64_t seed = rec && !given("seed") ? rec->seed : a.seed;
-  const std::chrono::seconds total_budget = rec && !given("budget") ? std::chrono::seconds(rec->budget_s) : *budget;
   uint32_t local_evaluators = a.evaluators;
   if (rec && !given("evaluators")) {  // kiln:run also notes how many the run started
     Result<std::map<std::string, std::string>> fields = store.get_run();
@@ -292,64 +186,11 @@ int run_search(const RunArgs& args) {
     if (!t.is_ok()) return fail(t.status().message());
     targets = std::move(t).value();
   }
-  std::vector<int> gpus = std::move(gpu_list).value();
-  if (backend.empty() && a.coordinator_mode) backend = "cuda";  // the workers' backend, not ours
-  if (backend.empty()) {
-#ifdef KILN_HAVE_CUDA
-    cuda::CudaProbe p = cuda::probe_cuda();
-    backend = !p.gpus.empty() && p.nvrtc_loaded ? "cuda" : "cpu";
-    if (backend == "cpu") {
-      std::fprintf(stderr, "kiln run: NOTICE: no usable GPU (%s); searching on the cpu backend\n",
-                   !p.driver_error.empty() ? p.driver_error.c_str() : p.gpus.empty() ? "no devices" : p.nvrtc_error.c_str());
-    } else if (gpus.empty()) {
-      for (size_t i = 0; i < p.gpus.size(); ++i) gpus.push_back(static_cast<int>(i));
-    }
-#else
-    backend = "cpu";
-    std::fprintf(stderr, "kiln run: NOTICE: built without the CUDA backend; searching on the cpu backend\n");
-#endif
-  }
-  if (runs_on_gpu(backend) && gpus.empty()) {
-#ifdef KILN_HAVE_CUDA
-    if (rec) {  // a resume names no GPUs: every visible one, as a new run would
-      cuda::CudaProbe p = cuda::probe_cuda();
-      for (size_t i = 0; i < p.gpus.size(); ++i) gpus.push_back(static_cast<int>(i));
-    }
-#endif
-    if (gpus.empty()) gpus.push_back(0);
-  }
-  // Populations per GPU model: the models of the local GPUs (one population per target when they
-  // are all one model), or for a coordinator those it is told or those that connect.
-  std::vector<std::string> gpu_models = {""};
-  bool discover_models = false;
-  if (a.coordinator_mode) {
-    if (a.gpu_models == "auto") {
-      gpu_models.clear();
-      discover_models = true;
-    } else if (a.gpu_models != "any") {
-      gpu_models = split_list(a.gpu_models);
-      if (gpu_models.empty()) return fail("--gpu-models: name models, or auto, or any");
-    }
-  }
-#ifdef KILN_HAVE_CUDA
-  if (!a.coordinator_mode && runs_on_gpu(backend)) {
-    cuda::CudaProbe p = cuda::probe_cuda();
-    std::set<std::string> local;
-    for (int g : gpus) {
-      if (static_cast<size_t>(g) >= p.gpus.size()) {
-        return fail("--gpus: GPU " + std::to_string(g) + " is not on this machine (it has " +
-                    std::to_string(p.gpus.size()) + "; `kiln version` lists them)");
-      }
-      local.insert(p.gpus[g].name);
-    }
-    if (local.size() > 1) gpu_models.assign(local.begin(), local.end());
-  }
-#endif
-  std::vector<TargetSpec> runnable;
-  for (auto& t : targets) {
-    if (t.backend(backend)) runnable.push_back(std::move(t));
-    else std::fprintf(stderr, "kiln run: %s has no %s kernels; skipped\n", t.name.c_str(), backend.c_str());
-  }
+  Result<RunPlacement> placement = place_run(a, backend, checked->gpus, rec != nullptr);
+  if (!placement.is_ok()) return fail(placement.status().message());
+  backend = placement->backend;
+  const std::vector<int>& gpus = placement->gpus;
+  std::vector<TargetSpec> runnable = runnable_targets(std::move(targets), backend);
   if (runnable.empty()) return fail("no target has kernels for the " + backend + " backend");
 
   // Coordinator, the search (new, or rebuilt from Redis) and evaluators.
@@ -369,81 +210,20 @@ int run_search(const RunArgs& args) {
   dopts.bind = a.bind;
   dopts.curve = curve->server;
   dopts.allowed = curve->allowed;
-  dopts.exact_gpu_models = discover_models || gpu_models != std::vector<std::string>{""};
+  dopts.exact_gpu_models =
+      placement->discover_models || placement->gpu_models != std::vector<std::string>{""};
   auto dispatcher = coordinator::Dispatcher::create(ctx, store, dopts);
   if (!dispatcher.is_ok()) return fail("binding the coordinator: " + dispatcher.status().message());
   const size_t count = a.coordinator_mode     ? 0
                        : runs_on_gpu(backend) ? gpus.size()
                                               : std::max<uint32_t>(1, local_evaluators);
-  coordinator::EngineOptions eo;
-  eo.backend = backend;
-  eo.gpu_models = gpu_models;
-  eo.discover_gpu_models = discover_models;
-  eo.budget = total_budget;
-  eo.seed = seed;
-  eo.search = coordinator::search_params_from(search_config);
-  eo.limits = coordinator::convergence_limits_from(search_config);
-  eo.limits.time_budget_s = 0;  // the budget above governs the whole run
-  eo.search.islands = islands;
-  eo.limits.max_proposals_without_gain = patience;
-  eo.in_flight_per_target = a.coordinator_mode ? a.in_flight : static_cast<uint32_t>(std::max<size_t>(2, count * 2));
-  eo.toolchain = std::string("kiln ") + KILN_VERSION + " " + backend;
-  if (!triton_toolchain.empty()) eo.toolchain += " (" + triton_toolchain + ")";
-  eo.profile_guidance = !a.no_profile_guidance;
-  eo.transfer = !a.no_transfer;
-  eo.early_stop = !a.no_early_stop;
-  if (!a.shapes.empty()) {
-    std::string from_plan;
-    Result<coordinator::ShapeSweep> sweep = load_sweep_or_plan(a.shapes, runnable, &from_plan);
-    if (!sweep.is_ok())
-      return fail("--shapes: " + sweep.status().message() +
-                  " (docs/run.md \"Shape sweeps\" shows the format)");
-    if (!from_plan.empty()) std::fprintf(stderr, "%s: %s\n", who, from_plan.c_str());
-    eo.shapes = std::move(sweep).value();
-  } else if (rec && !rec->shapes.empty()) {  // a resume sweeps the run's shapes
-    Result<coordinator::ShapeSweep> sweep = coordinator::sweep_from_labels(rec->shapes, runnable);
-    if (!sweep.is_ok()) return fail("the run's recorded shapes: " + sweep.status().message());
-    eo.shapes = std::move(sweep).value();
-  }
-  if (!eo.shapes.empty()) {
-    std::string what;
-    size_t units = 0;
-    for (const auto& t : runnable) {
-      auto it = eo.shapes.find(t.name);
-      const size_t n = it == eo.shapes.end() ? 1 : it->second.size();
-      units += n;
-      if (it != eo.shapes.end())
-        what += (what.empty() ? "" : ", ") + t.name + " at " + std::to_string(n) + " shape(s)";
-    }
-    std::fprintf(stderr, "%s: shape sweep: %s; %zu population(s) per GPU model%s\n", who,
-                 what.c_str(), units,
-                 eo.transfer ? ", each starting from its neighbours' bests" : " (no transfer)");
-  }
-  if (!a.plan.empty()) {
-    Result<profile::Plan> plan = profile::load_plan(a.plan);
-    if (!plan.is_ok()) {
-      return fail("--plan: " + plan.status().message() +
-                  " (a plan is the file `kiln profile --out plan.json -- COMMAND` writes; see docs/profile.md)");
-    }
-    eo.weights = profile::target_weights(*plan);
-    std::string used;
-    bool any = false;
-    for (const auto& t : runnable) {
-      auto w = eo.weights.find(t.name);
-      any = any || w != eo.weights.end();
-      used += (used.empty() ? "" : ", ") + t.name + " " +
-              (w == eo.weights.end() ? std::string("0%") : std::to_string(static_cast<int>(100 * w->second + 0.5)) + "%");
-    }
-    std::fprintf(stderr, "%s: weights from %s (share of the program's GPU time): %s\n", who, a.plan.c_str(),
-                 used.c_str());
-    if (!any) {
-      std::fprintf(stderr,
-                   "%s: warning: none of this run's targets appears in the plan, so they share the evaluations "
-                   "equally; `kiln profile` lists the targets it mapped the program's kernels to\n",
-                   who);
-    }
-  }
-  coordinator::Engine engine(runnable, **dispatcher, eo, &store);
+  const std::chrono::seconds total_budget =
+      rec && !given("budget") ? std::chrono::seconds(rec->budget_s) : checked->budget;
+  Result<coordinator::EngineOptions> eo = engine_options(
+      *checked, {*placement, total_budget, seed, islands, patience, count, triton_toolchain, rec},
+      runnable, who);
+  if (!eo.is_ok()) return fail(eo.status().message());
+  coordinator::Engine engine(runnable, **dispatcher, *eo, &store);
   if (Status s = rec ? engine.resume() : engine.begin(); !s.is_ok()) {
     return fail((rec ? "cannot resume: " : "recording the run: ") + s.message());
   }
@@ -509,7 +289,7 @@ int run_search(const RunArgs& args) {
   coordinator::RunObserver observer({a.coordinator_mode ? "coordinator" : "run", backend,
                                      static_cast<double>(total_budget.count())});
   std::unique_ptr<coordinator::StatusServer> http;
-  if (http_on) {
+  if (checked->http_on) {
     coordinator::StatusServerOptions so;
     so.bind = a.http;
     // Alive while the loop could still be waiting out a Redis outage (--redis-retry), plus a

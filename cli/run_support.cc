@@ -90,12 +90,24 @@ Result<int> lock_folder(const std::string& out) {
 
 NewFolderGuard::NewFolderGuard(const std::string& path) : armed_(false) {
   if (path.empty()) return;
-  // The highest folder of the path that does not exist yet: creating the path makes it and
-  // everything under it.
   std::error_code ec;
   fs::path p = fs::absolute(path, ec).lexically_normal();
   if (!ec && p.filename().empty()) p = p.parent_path();  // "out/" names "out"
-  if (ec || fs::exists(p, ec) || ec) return;
+  if (ec) return;
+  if (fs::is_directory(p, ec)) {
+    // A folder that was there: what the run adds goes, what was there stays.
+    for (const auto& entry : fs::directory_iterator(p, ec)) {
+      existing_.insert(entry.path().filename().string());
+    }
+    if (ec) return;
+    path_ = p.string();
+    existed_ = true;
+    armed_ = true;
+    return;
+  }
+  if (fs::exists(p, ec) || ec) return;
+  // The highest folder of the path that does not exist yet: creating the path makes it and
+  // everything under it.
   while (p.has_parent_path() && p.parent_path() != p && !fs::exists(p.parent_path(), ec) && !ec)
     p = p.parent_path();
   if (ec) return;
@@ -105,8 +117,16 @@ NewFolderGuard::NewFolderGuard(const std::string& path) : armed_(false) {
 
 NewFolderGuard::~NewFolderGuard() {
   if (!armed_) return;
-  std::error_code ec;
-  fs::remove_all(path_, ec);  // best effort: the run's error was already said
+  std::error_code ec;  // best effort: the run's error was already said
+  if (!existed_) {
+    fs::remove_all(path_, ec);
+    return;
+  }
+  std::vector<fs::path> added;
+  for (const auto& entry : fs::directory_iterator(path_, ec)) {
+    if (!existing_.count(entry.path().filename().string())) added.push_back(entry.path());
+  }
+  for (const fs::path& a : added) fs::remove_all(a, ec);
 }
 
 // A private redis-server that a run which died left behind (it runs in its own process group and

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,11 @@ bool process_alive(pid_t pid);
 // the process dies, however it dies. Not inherited by children (O_CLOEXEC). The descriptor.
 Result<int> lock_folder(const std::string& out);
 
-// The output folder of a run that may not start: removed when this goes out of scope (with the
-// parents that creating it made), unless the folder existed before (it may hold a run or the
-// user's files) or keep() was called (the run is recorded in it, or another run holds its lock).
-// Declared before the private Redis, so that it goes after that Redis has stopped.
+// The output folder of a run that may not start: when this goes out of scope, a folder the run
+// made is removed with the parents that creating it made, and in a folder that existed before (it
+// may hold a run or the user's files) what the run added to it (its lock, its Redis) is removed;
+// unless keep() was called (the run is recorded in it, or another run holds its lock). Declared
+// before the private Redis, so that it goes after that Redis has stopped.
 class NewFolderGuard {
  public:
   // Call before creating `path`.
@@ -49,6 +51,8 @@ class NewFolderGuard {
  private:
   std::string path_;
   bool armed_;
+  bool existed_ = false;
+  std::set<std::string> existing_;  // a folder that existed: its entries when the run began
 };
 
 // Asks a private redis-server that a dead run left serving <dir>/redis.sock to SHUTDOWN (it

@@ -14,6 +14,7 @@
 #include "cli/resume_command.h"
 #include "cli/status_table.h"
 #include "shared/fatal.h"
+#include "shared/json_fields.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
 
@@ -45,15 +46,16 @@ Result<std::vector<coordinator::TargetReport>> from_redis(const std::string& url
 }
 
 Result<std::vector<coordinator::TargetReport>> from_summary(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found("no " + path);
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return not_found("no " + path);
+  KILN_ASSIGN_OR_RETURN(nlohmann::json j, load_json_file(path));
   if (!j.is_array()) return invalid_argument(path + " is not a kiln run summary");
   std::vector<coordinator::TargetReport> out;
   for (const auto& t : j) {
+    if (!t.is_object()) return invalid_argument(path + " is not a kiln run summary");
     std::map<std::string, std::string> f;
     for (const auto& [k, v] : t.items()) f[k] = v.is_string() ? v.get<std::string>() : v.dump();
-    out.push_back(report_from_fields(t.value("target", std::string("?")), f));
+    out.push_back(report_from_fields(f.count("target") ? f["target"] : "?", f));
   }
   return out;
 }
@@ -74,8 +76,10 @@ std::string backend_of(const StatusArgs& a, const std::string& redis_url) {
     Result<std::map<std::string, std::string>> run = store.get_run();
     return run.is_ok() && run->count("backend") ? run->at("backend") : "";
   }
-  nlohmann::json j = nlohmann::json::parse(std::ifstream(a.out + "/summary.json"), nullptr, false);
-  return j.is_array() && !j.empty() && j[0].is_object() ? j[0].value("backend", "") : "";
+  Result<nlohmann::json> j = load_json_file(a.out + "/summary.json");
+  if (!j.is_ok() || !j->is_array() || j->empty() || !(*j)[0].is_object()) return "";
+  const auto backend = (*j)[0].find("backend");
+  return backend != (*j)[0].end() && backend->is_string() ? backend->get<std::string>() : "";
 }
 
 int run_status(const StatusArgs& a) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cli/resume_command.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -56,10 +57,11 @@ void print_status_table(const std::vector<coordinator::TargetReport>& reports, F
     if (r.seed_us > 0 && r.best_us > 0) std::snprintf(speed, sizeof(speed), "%.2fx", r.seed_us / r.best_us);
     const std::string floor = floor_percent(r.fraction_of_floor);
     std::fprintf(to, "%-*s %6llu %6llu %6llu %12s %12s %8s %7s  %s\n", width,
-                 table_label(r).c_str(), static_cast<unsigned long long>(r.evaluations),
+                 terminal_safe(table_label(r)).c_str(),
+                 static_cast<unsigned long long>(r.evaluations),
                  static_cast<unsigned long long>(r.failures),
                  static_cast<unsigned long long>(r.accepted), fmt_us(r.seed_us).c_str(),
-                 fmt_us(r.best_us).c_str(), speed, floor.c_str(), r.state.c_str());
+                 fmt_us(r.best_us).c_str(), speed, floor.c_str(), terminal_safe(r.state).c_str());
   }
 }
 
@@ -74,8 +76,9 @@ void print_winners(const std::vector<coordinator::TargetReport>& reports,
                                            : "\nwinning configurations (export one with the "
                                              "command below it):\n");
     any = true;
-    std::fprintf(to, "  %s: %s, candidate %s\n", table_label(r).c_str(), r.best_label.c_str(),
-                 r.best_id.substr(0, 12).c_str());
+    std::fprintf(to, "  %s: %s, candidate %s\n", terminal_safe(table_label(r)).c_str(),
+                 terminal_safe(r.best_label).c_str(),
+                 terminal_safe(r.best_id.substr(0, 12)).c_str());
     if (!r.shape.empty()) {
       if (swept.insert(r.target).second) {
         std::fprintf(to,

@@ -249,10 +249,13 @@ void add_targets_command(CLI::App& app, std::function<int()>& action) {
                   "default: $KILN_TARGETS_DIR. Lists them all, yours first where names collide");
   sub->add_flag("--check", args->check, "Compile and check instead of listing");
   sub->add_option("--backend", args->backend, "With --check: cuda, cpu, triton or all")
+      ->check(CLI::IsMember({"cuda", "cpu", "triton", "all"}))
       ->capture_default_str();
   sub->add_option("--arch", args->arch, "With --check: CUDA architecture to compile for")->capture_default_str();
   sub->add_option("--limit", args->limit, "With --check: at most this many template configurations (a sample)");
-  sub->add_option("--jobs,-j", args->jobs, "With --check: compiles in parallel")->capture_default_str();
+  sub->add_option("--jobs,-j", args->jobs, "With --check: compiles in parallel (1 to 256)")
+      ->check(CLI::Range(1u, 256u))
+      ->capture_default_str();
   sub->add_option("--cache-dir", args->cache_dir, "Compile/reference cache (default: ~/.cache/kiln)");
   sub->callback([&action, args] { action = [args] { return run_targets(*args); }; });
 }

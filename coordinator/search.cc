@@ -45,8 +45,13 @@ SearchParams search_params_from(const SearchConfig& config) {
 }
 
 Status check_search_params(const SearchParams& p) {
-  if (p.islands == 0) return invalid_argument("search.islands: must be at least 1");
-  if (p.capacity == 0) return invalid_argument("search.population: must be at least 1");
+  if (p.islands == 0 || p.islands > kMaxIslands) {
+    return invalid_argument("search.islands: must be from 1 to " + std::to_string(kMaxIslands));
+  }
+  if (p.capacity == 0 || p.capacity > kMaxPopulation) {
+    return invalid_argument("search.population: must be from 1 to " +
+                            std::to_string(kMaxPopulation));
+  }
   if (!finite_non_negative(p.min_gain_rel)) {
     return invalid_argument("search.min_gain_rel: must be a finite number >= 0");
   }

@@ -38,6 +38,11 @@ struct SearchParams {
 // The run config's search section as SearchParams (fields it lacks keep their defaults).
 SearchParams search_params_from(const SearchConfig& config);
 
+// The most islands a target has, and elites an island keeps: each is held in memory per target
+// and GPU model (a search needs a handful of islands of a few dozen).
+inline constexpr uint32_t kMaxIslands = 1024;
+inline constexpr size_t kMaxPopulation = 65536;
+
 // OK, or INVALID_ARGUMENT naming the first bad field (zero islands or capacity, a negative or
 // non-finite gain or exponent). Check user-supplied params before building a Population.
 Status check_search_params(const SearchParams& params);

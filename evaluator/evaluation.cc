@@ -53,6 +53,15 @@ Result<std::unique_ptr<CandidateEvaluator>> CandidateEvaluator::create(const Tar
     impl.options.max_arena_bytes =
         static_cast<size_t>(std::clamp(half, 1.0 * (1 << 30), 32.0 * (size_t{1} << 30)));
   }
+  // Said before anything is allocated for shapes too large for this machine, not as a failed
+  // allocation halfway through an evaluation.
+  if (impl.arena_bytes > impl.options.max_arena_bytes) {
+    return invalid_argument(
+        "the verification shapes and timing at " + shape_string(impl.benchmark()) + " need " +
+        std::to_string(impl.arena_bytes >> 20) + " MiB of arena, more than this evaluator's " +
+        "limit of " + std::to_string(impl.options.max_arena_bytes >> 20) +
+        " MiB (half this machine's memory): choose a smaller --shape");
+  }
   KILN_RETURN_IF_ERROR(impl.ensure_sandbox().with_context("starting the sandbox"));
   e->arch_ = impl.sandbox->arch();
   e->device_name_ = impl.sandbox->device_name();

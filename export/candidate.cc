@@ -7,6 +7,7 @@
 
 #include "evaluator/result_json.h"
 #include "shared/hash.h"
+#include "shared/json_fields.h"
 #include "shared/protocol.h"
 #include "shared/redis_keys.h"
 #include "shared/redis_store.h"
@@ -107,11 +108,13 @@ namespace {
 
 // The best a run wrote for one population (best/<unit>.json): its kernel, parameters, dtype, the
 // run's verification and, in a shape sweep, the shape it was timed at and its time there.
-Result<ExportCandidate> best_from_file(const fs::path& path, const std::string& target,
-                                       const std::string& targets_dirs) {
+Result<ExportCandidate> read_best(const fs::path& path, const std::string& target,
+                                  const std::string& targets_dirs) {
   const std::string where = path.string();
-  nlohmann::json best = nlohmann::json::parse(std::ifstream(path), nullptr, false);
-  if (best.is_discarded() || !best.is_object()) return data_loss(where + " is not a JSON object");
+  Result<nlohmann::json> doc = load_json_file(where);
+  if (!doc.is_ok()) return data_loss(doc.status().message());
+  const nlohmann::json& best = *doc;
+  if (!best.is_object()) return data_loss(where + " is not a JSON object");
   ExportCandidate c;
   c.backend = best.value("backend", "");
   c.gpu_model = best.value("gpu_model", "");
@@ -124,8 +127,9 @@ Result<ExportCandidate> best_from_file(const fs::path& path, const std::string& 
   c.origin = where;
   c.best_us = best.value("best_us", 0.0);
   if (best.contains("shape")) {  // a population of a shape sweep, timed at its benchmark_shape
-    if (!best["benchmark_shape"].is_object()) return data_loss(where + " has no benchmark_shape");
-    for (const auto& [d, n] : best["benchmark_shape"].items()) {
+    const nlohmann::json bench = best.value("benchmark_shape", nlohmann::json());
+    if (!bench.is_object()) return data_loss(where + " has no benchmark_shape");
+    for (const auto& [d, n] : bench.items()) {
       if (!n.is_number_integer())
         return data_loss(where + ": benchmark_shape." + d + " is not an integer");
       c.shape[d] = n.get<int64_t>();
@@ -136,6 +140,11 @@ Result<ExportCandidate> best_from_file(const fs::path& path, const std::string& 
   c.arch = c.search_result.is_object() ? c.search_result.value("arch", "") : "";
   KILN_RETURN_IF_ERROR(complete(c, best.value("dtype", "")));
   return c;
+}
+
+Result<ExportCandidate> best_from_file(const fs::path& path, const std::string& target,
+                                       const std::string& targets_dirs) {
+  return read_json_guarded(path.string(), [&] { return read_best(path, target, targets_dirs); });
 }
 
 }  // namespace

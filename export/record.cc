@@ -8,6 +8,7 @@
 
 #include "shared/build_info.h"
 #include "shared/hash.h"
+#include "shared/json_fields.h"
 
 namespace kiln::exporter {
 namespace fs = std::filesystem;
@@ -213,7 +214,9 @@ Status write_export(const std::string& dir, const ExportCandidate& c, const std:
   return write_text(root / kRecordFile, record.dump(2) + "\n");
 }
 
-Result<ExportFolder> read_export(const std::string& dir) {
+namespace {
+
+Result<ExportFolder> read_export_fields(const std::string& dir) {
   const fs::path root(dir);
   KILN_ASSIGN_OR_RETURN(std::string text, read_all(root / kRecordFile));
   ExportFolder out;
@@ -263,6 +266,13 @@ Result<ExportFolder> read_export(const std::string& dir) {
       out.changed_files.push_back(name);
   }
   return out;
+}
+
+}  // namespace
+
+Result<ExportFolder> read_export(const std::string& dir) {
+  return read_json_guarded((fs::path(dir) / kRecordFile).string(),
+                           [&] { return read_export_fields(dir); });
 }
 
 }  // namespace kiln::exporter

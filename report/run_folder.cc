@@ -44,7 +44,17 @@ std::map<std::string, std::string> params(const json& j) {
   return out;
 }
 
+// A path that is a folder opens, and the first read then throws: refused before.
+Status not_a_folder(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return invalid_argument(path.string() + " is a folder, where kiln writes a file");
+  }
+  return Status::ok();
+}
+
 Result<json> read_json(const fs::path& path) {
+  KILN_RETURN_IF_ERROR(not_a_folder(path));
   std::ifstream in(path);
   if (!in) return not_found("cannot read " + path.string());
   json j = json::parse(in, nullptr, false);
@@ -147,6 +157,7 @@ Status read_best(const fs::path& dir, RunData& run) {
 }
 
 Status read_results(const fs::path& path, RunData& run) {
+  KILN_RETURN_IF_ERROR(not_a_folder(path));
   std::ifstream in(path);
   if (!in) return not_found("cannot read " + path.string());
   std::string line;

@@ -6,11 +6,15 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
+
+#include "shared/text.h"
 
 namespace kiln {
 
 void report_fatal(std::string_view message) {
-  std::fprintf(stderr, "%.*s\n", static_cast<int>(message.size()), message.data());
+  const std::string shown = terminal_safe(message);  // it may quote a path, a file or a reply
+  std::fprintf(stderr, "%s\n", shown.c_str());
   std::fflush(stderr);
   std::shared_ptr<spdlog::logger> logger = spdlog::default_logger();
   if (!logger) return;

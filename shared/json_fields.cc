@@ -2,6 +2,7 @@
 #include "shared/json_fields.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -9,6 +10,10 @@
 namespace kiln {
 
 Result<nlohmann::json> load_json_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return invalid_argument(path + ": a folder, where a JSON file was expected");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path + ": cannot open file");
   std::stringstream buffer;

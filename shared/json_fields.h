@@ -18,6 +18,19 @@ namespace kiln {
 // Reads and parses a JSON file; the error gives the file and the parser's position.
 Result<nlohmann::json> load_json_file(const std::string& path);
 
+// Runs `read`, which reads fields of the JSON document of `file` (a record kiln wrote), and turns
+// a field of another type than kiln writes (nlohmann's type_error: a file changed by hand) into
+// an error naming the file, instead of an exception.
+template <typename Read>
+auto read_json_guarded(const std::string& file, Read&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const nlohmann::json::exception& e) {
+    return data_loss(file + ": a field does not hold what kiln writes there (" +
+                     std::string(e.what()).substr(0, 200) + "); was the file changed by hand?");
+  }
+}
+
 // Type name of a JSON value for error messages ("string", "integer", "array", ...).
 std::string json_type_name(const nlohmann::json& value);
 

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "shared/text.h"
+
 extern char** environ;
 
 namespace kiln {
@@ -54,6 +56,29 @@ std::string find_redis_server() {
   return "redis-server";
 }
 
+namespace {
+
+// A value of redis.conf in double quotes, so that a path with spaces, quotes or control
+// characters is one argument: redis-server reads \\, \" and \xHH escapes inside them.
+std::string config_quoted(const std::string& value) {
+  std::string out = "\"";
+  for (unsigned char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
 Result<std::unique_ptr<LocalRedis>> LocalRedis::start(const LocalRedisOptions& options) {
   std::error_code ec;
   fs::create_directories(options.dir, ec);
@@ -62,13 +87,19 @@ Result<std::unique_ptr<LocalRedis>> LocalRedis::start(const LocalRedisOptions& o
   std::string dir = fs::absolute(options.dir).string();
   r->socket_ = dir + "/redis.sock";
   // A unix socket path is limited to 107 bytes.
-  if (r->socket_.size() > 100) return invalid_argument("socket path too long: " + r->socket_);
+  if (r->socket_.size() > 100) {
+    return invalid_argument("the socket path " + log_safe(r->socket_, 200) + " is " +
+                            std::to_string(r->socket_.size()) +
+                            " bytes, and a unix socket's may have at most 100: use a folder "
+                            "with a shorter path");
+  }
   fs::remove(r->socket_, ec);
   std::string conf = dir + "/redis.conf";
   {
     std::ofstream out(conf);
-    out << "port 0\nunixsocket " << r->socket_ << "\nunixsocketperm 700\ndir " << dir
-        << "\ndaemonize no\nlogfile " << dir << "/redis.log\nsave \"\"\n"
+    out << "port 0\nunixsocket " << config_quoted(r->socket_) << "\nunixsocketperm 700\ndir "
+        << config_quoted(dir) << "\ndaemonize no\nlogfile " << config_quoted(dir + "/redis.log")
+        << "\nsave \"\"\n"
         << (options.persist ? "appendonly yes\nappendfsync everysec\n" : "appendonly no\n")
         << options.extra_config << "\n";
     if (!out) return unavailable("writing " + conf);

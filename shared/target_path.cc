@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <set>
 
+#include "shared/json_fields.h"
+#include "shared/text.h"
+
 namespace kiln {
 namespace fs = std::filesystem;
 
@@ -36,6 +39,21 @@ bool holds_target(const fs::path& dir) {
   return fs::is_regular_file(dir / "target.json", ec);
 }
 
+// A target found by its name must carry it: one whose target.json names another would be listed
+// under a name no lookup finds, and evaluated under a name that is not its own.
+Status check_carries_name(const fs::path& dir, const std::string& name) {
+  const std::string file = (dir / "target.json").string();
+  Result<nlohmann::json> doc = load_json_file(file);
+  if (!doc.is_ok()) return Status::ok();  // load_target says what is wrong with it
+  const auto it = doc->is_object() ? doc->find("name") : doc->end();
+  if (!doc->is_object() || it == doc->end() || !it->is_string() || *it == name) {
+    return Status::ok();
+  }
+  return invalid_argument(file + ": field 'name': '" + log_safe(it->get<std::string>(), 60) +
+                          "' is not its folder's name '" + name +
+                          "'; in a targets folder each target's folder carries its name");
+}
+
 std::string joined(const std::vector<std::string>& folders) {
   std::string s;
   for (const auto& f : folders) s += (s.empty() ? "" : ", ") + f;
@@ -60,7 +78,10 @@ Result<std::string> find_target(const std::string& dirs, const std::string& name
   const bool is_path = name.find('/') != std::string::npos || name == "." || name == "..";
   if (!is_path) {
     for (const auto& f : folders) {
-      if (holds_target(fs::path(f) / name)) return (fs::path(f) / name).string();
+      if (holds_target(fs::path(f) / name)) {
+        KILN_RETURN_IF_ERROR(check_carries_name(fs::path(f) / name, name));
+        return (fs::path(f) / name).string();
+      }
     }
   }
   // A path: say what is wrong with it, then where names are looked for.

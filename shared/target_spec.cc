@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +15,8 @@
 #include "shared/backends.h"
 #include "shared/hash.h"
 #include "shared/json_fields.h"
+#include "shared/target_checks.h"
 #include "shared/text.h"
-#include "shared/triton_settings.h"
 
 namespace kiln {
 namespace fs = std::filesystem;
@@ -71,6 +72,13 @@ Status read_kernel(JsonFields& f, const fs::path& dir, bool tunable, KernelSpec*
       }
       for (const auto& v : *it) {
         if (!v.is_number_integer()) return f.field_error("params." + it.key(), "expected integers");
+        const bool exact = v.is_number_unsigned()
+                               ? v.get<uint64_t>() <= static_cast<uint64_t>(kMaxParamMagnitude)
+                               : std::llabs(v.get<int64_t>()) <= kMaxParamMagnitude;
+        if (!exact) {
+          return f.field_error("params." + it.key(),
+                               "values are integers from -2^53 to 2^53 (exact in expressions)");
+        }
         k->space[it.key()].push_back(v.get<int64_t>());
       }
     }
@@ -99,6 +107,8 @@ Status read_backend(JsonFields& f, const fs::path& dir, const TargetSpec& t, Bac
     }
     b->dtypes.push_back(*d);
   }
+  if (b->dtypes.empty())
+    return f.field_error("dtypes", "needs at least one of the target's dtypes");
   if (const nlohmann::json* bench = f.raw("benchmark")) {
     KILN_ASSIGN_OR_RETURN(b->benchmark, shape_from_json(*bench, f.where("benchmark"), t.dims));
   }
@@ -117,73 +127,6 @@ bool known_adversarial_distribution(const std::string& name) {
     if (name == n) return true;
   }
   return false;
-}
-
-Status validate_expressions(const TargetSpec& t, const std::string& source) {
-  // Every expression must evaluate at the benchmark shape with the seed's (or the template's
-  // first) parameters: a typo is caught at load time, not in the middle of a night's run.
-  ExprVars vars = expr_vars(t.benchmark, t.dtypes.front(), {});
-  for (const auto& [label, expr] : {std::pair{"bytes", t.bytes_expr}, {"flops", t.flops_expr}}) {
-    Result<double> v = eval_expr(expr, vars);
-    if (!v.is_ok()) return invalid_argument(source + ": field '" + label + "': " + v.status().message());
-  }
-  for (size_t i = 0; i < t.args.size(); ++i) {
-    const std::string where = source + ": field 'args[" + std::to_string(i) + "].";
-    if (!t.args[i].index_bound.empty()) {
-      Result<int64_t> v = eval_int_expr(t.args[i].index_bound, vars);
-      if (!v.is_ok()) return invalid_argument(where + "index_bound': " + v.status().message());
-    }
-    if (!t.args[i].scale.empty()) {
-      Result<double> v = eval_expr(t.args[i].scale, vars);
-      if (!v.is_ok()) return invalid_argument(where + "scale': " + v.status().message());
-      if (!(*v > 0) || !std::isfinite(*v)) return invalid_argument(where + "scale': must be positive");
-    }
-  }
-  for (const auto& [name, b] : t.backends) {
-    for (const KernelSpec* k : {&b.seed, b.tunable ? &*b.tunable : nullptr}) {
-      if (!k) continue;
-      std::map<std::string, std::string> params = k->defines;
-      for (const auto& [p, values] : k->space) params[p] = std::to_string(values.front());
-      ExprVars kv = expr_vars(t.benchmark, t.dtypes.front(), params);
-      std::string which = "backends." + name + (k == &b.seed ? ".seed" : ".template");
-      for (int i = 0; i < 3; ++i) {
-        for (const std::string* e : {&k->grid[i], &k->block[i]}) {
-          Result<int64_t> v = eval_int_expr(*e, kv);
-          if (!v.is_ok()) return invalid_argument(source + ": field '" + which + "': " + v.status().message());
-        }
-      }
-      Result<int64_t> smem = eval_int_expr(k->shared_bytes, kv);
-      if (!smem.is_ok()) return invalid_argument(source + ": field '" + which + ".shared_bytes': " + smem.status().message());
-      if (name == "triton") {
-        // A Triton program is 32 * num_warps threads (Triton's default: 4 warps), for every
-        // num_warps the space has.
-        std::vector<int64_t> warps = {kTritonDefaultWarps};
-        if (auto it = k->space.find("num_warps"); it != k->space.end()) {
-          warps = it->second;
-        } else if (auto d = k->defines.find("num_warps"); d != k->defines.end()) {
-          warps = {std::atoll(d->second.c_str())};
-        }
-        for (int64_t w : warps) {
-          params["num_warps"] = std::to_string(w);
-          const Result<int64_t> x =
-              eval_int_expr(k->block[0], expr_vars(t.benchmark, t.dtypes.front(), params));
-          if (!x.is_ok() || *x != triton_block_threads(w) || k->block[1] != "1" ||
-              k->block[2] != "1") {
-            return invalid_argument(source + ": field '" + which +
-                                    ".block': a Triton program runs 32 * num_warps threads; "
-                                    "write \"block\": [\"32 * num_warps\"]");
-          }
-        }
-      }
-      if (!k->tensor_maps.empty() && name != "cuda") {
-        return invalid_argument(source + ": field '" + which +
-                                ".tensor_maps': tensor maps are for the cuda backend only");
-      }
-      KILN_RETURN_IF_ERROR(check_tensor_map_specs(t, k->tensor_maps,
-                                                  source + ": field '" + which + ".tensor_maps'"));
-    }
-  }
-  return Status::ok();
 }
 
 }  // namespace
@@ -279,6 +222,18 @@ Status check_shape(const std::vector<std::string>& dims, const Shape& shape) {
 
 Status check_shape(const TargetSpec& target, const Shape& shape) {
   Status ok = check_shape(target.dims, shape);
+  for (const TargetArg& a : target.args) {
+    if (!ok.is_ok()) break;
+    if (a.role == TargetArg::Role::kScalar) continue;
+    double elements = 1;  // exact enough: the limit is far below where a double rounds
+    for (const auto& d : a.shape) elements *= static_cast<double>(shape.at(d));
+    if (elements > static_cast<double>(kMaxTensorElements)) {
+      char count[32];
+      std::snprintf(count, sizeof count, "%.3g", elements);
+      ok = invalid_argument("tensor '" + a.name + "' would hold " + count +
+                            " elements; kiln takes at most 2^40 per tensor");
+    }
+  }
   if (ok.is_ok()) return ok;
   return invalid_argument("shape " + shape_string(shape) + " of '" + target.name +
                           "': " + ok.message());
@@ -349,8 +304,14 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
   KILN_RETURN_IF_ERROR(f.get("dims", &t.dims, true));
   if (!is_identifier(t.name)) return f.field_error("name", "expected an identifier");
   if (t.dims.empty()) return f.field_error("dims", "needs at least one dim");
-  for (const auto& d : t.dims) {
-    if (!is_identifier(d) || d == "S") return f.field_error("dims", "'" + d + "' is not a usable dim name");
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    const std::string& d = t.dims[i];
+    if (!is_identifier(d) || d == "S" || d == "T") {
+      return f.field_error("dims", "'" + log_safe(d, 40) + "' is not a usable dim name");
+    }
+    if (std::find(t.dims.begin(), t.dims.begin() + i, d) != t.dims.begin() + i) {
+      return f.field_error("dims", "'" + d + "' appears twice");
+    }
   }
 
   const nlohmann::json* args = f.raw("args");
@@ -371,7 +332,10 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
     KILN_RETURN_IF_ERROR(a.get("scale", &arg.scale));
     KILN_RETURN_IF_ERROR(a.finish());
     if (!is_identifier(arg.name) || !names.insert(arg.name).second) {
-      return a.field_error("name", "'" + arg.name + "' is not a unique identifier");
+      return a.field_error("name", "'" + log_safe(arg.name, 40) + "' is not a unique identifier");
+    }
+    if (std::find(t.dims.begin(), t.dims.end(), arg.name) != t.dims.end()) {
+      return a.field_error("name", "'" + arg.name + "' is also a dim (the kernel takes both)");
     }
     if (role == "input") arg.role = TargetArg::Role::kInput;
     else if (role == "output") arg.role = TargetArg::Role::kOutput;
@@ -480,7 +444,9 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
   if (!bench) return shapes->field_error("benchmark", "missing (required)");
   KILN_ASSIGN_OR_RETURN(t.benchmark, shape_from_json(*bench, shapes->where("benchmark"), t.dims));
   KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "smoke", t.dims, true, &t.smoke));
-  KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "sweep", t.dims, false, &t.sweep));
+  // Required: the sweep stage, and the precision stage that compares at its shapes, would pass
+  // with no cases.
+  KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "sweep", t.dims, true, &t.sweep));
   KILN_RETURN_IF_ERROR(read_shape_list(*shapes, "edge", t.dims, false, &t.edge));
   KILN_RETURN_IF_ERROR(shapes->finish());
 
@@ -514,7 +480,9 @@ Result<TargetSpec> load_target(const std::string& dir_str) {
   if (t.backends.empty())
     return f.field_error("backends", "needs at least one of cuda, cpu, triton");
   KILN_RETURN_IF_ERROR(f.finish());
-  KILN_RETURN_IF_ERROR(validate_expressions(t, source));
+  KILN_RETURN_IF_ERROR(check_shape_sizes(t, source));
+  KILN_RETURN_IF_ERROR(check_kernel_names(t, source));
+  KILN_RETURN_IF_ERROR(check_expressions(t, source));
 
   Sha256 h;
   h.add(doc.dump()).add(t.reference_source);
@@ -537,6 +505,11 @@ Result<std::vector<TargetSpec>> load_targets(const std::string& root) {
   std::vector<TargetSpec> out;
   for (const auto& d : dirs) {
     KILN_ASSIGN_OR_RETURN(TargetSpec t, load_target(d));
+    if (const std::string folder = fs::path(d).filename().string(); t.name != folder) {
+      return invalid_argument(d + "/target.json: field 'name': '" + t.name +
+                              "' is not its folder's name '" + folder +
+                              "'; in a targets folder each target's folder carries its name");
+    }
     out.push_back(std::move(t));
   }
   return out;

@@ -153,7 +153,9 @@ inline constexpr int64_t kMaxDimSize = (int64_t{1} << 31) - 1;
 // Whether `shape` names every one of `dims` and nothing else, each from 1 to kMaxDimSize;
 // INVALID_ARGUMENT saying what is wrong otherwise. The second form names the shape and the target.
 Status check_shape(const std::vector<std::string>& dims, const Shape& shape);
+// Also: no tensor of the target holds more than kMaxTensorElements at `shape`.
 Status check_shape(const TargetSpec& target, const Shape& shape);
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
 
 // A shape written as a JSON object of dim sizes (target.json, a shape sweep), checked with
 // check_shape; errors begin with `where`.

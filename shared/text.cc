@@ -63,6 +63,26 @@ bool is_identifier(std::string_view s) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+std::string terminal_safe(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (size_t n = c >= 0x80 ? utf8_sequence(text, i) : 0;
+               n > 0 && !(c == 0xc2 && static_cast<unsigned char>(text[i + 1]) < 0xa0)) {
+      out.append(text.substr(i, n));  // (U+0080-U+009F, the C1 controls, are not)
+      i += n;
+    } else {
+      append_hex(out, c);
+      ++i;
+    }
+  }
+  return out;
+}
+
 std::string log_safe(std::string_view text, size_t max_bytes) {
   std::string out;
   out.reserve(std::min(text.size(), max_bytes) + 16);

@@ -19,6 +19,11 @@ std::optional<int64_t> parse_int64(std::string_view text);
 // strerror(err) as a string (the text of an errno value).
 std::string errno_text(int err);
 
+// `text` for a terminal: newlines and tabs kept, every other control byte (ESC, BEL, CR, DEL) and
+// every byte that is not UTF-8 written as \xHH, so that a kernel's source, a compiler's log or a
+// hand-edited file cannot move the cursor, retitle the window or hide what precedes it.
+std::string terminal_safe(std::string_view text);
+
 // Text a peer sent (a worker's id, an error message, a compile log, a model's reply), made safe to
 // put inside one log line: control bytes (below 0x20: \n, \r, ESC, ...), 0x7f, the C1 controls
 // U+0080..U+009F and bytes that are not valid UTF-8 are written as \xNN, so that no peer can start

@@ -358,6 +358,12 @@ CompileOutput CpuCompiler::compile(const CompileRequest& request) {
   }
   if (std::string bad = disallowed_imports(symbols->output); !bad.empty()) {
     out.rejected = true;
+    if (bad.find("'" + request.kernel_name + "'") != std::string::npos) {
+      // kiln's launcher calls the entry point; undefined, it is an import like any other.
+      return finish(log + "kiln: the source does not define the kernel's entry point '" +
+                    request.kernel_name + "' (extern \"C\" void " + request.kernel_name +
+                    "(...), as the target's `kernel` names it)\n");
+    }
     return finish(log + "kiln: the kernel imports " + bad +
                   "; cpu kernels may use only math and memory functions\n");
   }

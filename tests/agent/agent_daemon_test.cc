@@ -30,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 
 // The first value of every parameter of reduce's cpu template: a configuration to start from.
 Params reduce_parent() {
-  Result<TargetSpec> spec = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
+  Result<TargetSpec> spec = testing::load_builtin_target("reduce");
   EXPECT_TRUE(spec.is_ok()) << spec.status().to_string();
   Params p;
   if (!spec.is_ok()) return p;
@@ -69,7 +69,7 @@ class AgentDaemonTest : public ::testing::Test {
   void start_agent() {
     AgentOptions a;
     a.connect = dispatcher_->endpoint();
-    a.targets_dir = std::string(KILN_SOURCE_DIR) + "/targets";
+    a.targets_dir = testing::builtin_targets_dir();
     a.worker_id = "agent-under-test";
     a.heartbeat.interval_ms = 50;
     agent_ = std::thread([this, a] { agent_status_ = run_agent_daemon(a, stop_); });
@@ -135,7 +135,7 @@ TEST_F(AgentDaemonTest, AnswersWithNewValidTemplateConfigurationsAndErrorsForWha
 }
 
 TEST(BuiltinAgent, ProposesDistinctValidChildrenOfAParentAndNeverRepeatsThem) {
-  const std::string dir = std::string(KILN_SOURCE_DIR) + "/targets";
+  const std::string dir = testing::builtin_targets_dir();
   Result<TargetSpec> spec = load_target(dir + "/reduce");
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   const KernelSpec& tmpl = *spec->backend("cpu")->tunable;
@@ -181,8 +181,8 @@ TEST(BuiltinAgent, RefusesTargetNamesThatAreNotIdentifiersAndTargetsWithoutATemp
   testing::TempDir dir;
   const std::string targets = dir.path() + "/targets";
   std::filesystem::create_directories(targets);
-  std::filesystem::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/reduce");
-  std::filesystem::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/plain");
+  std::filesystem::copy(testing::builtin_targets_dir() + "/reduce", targets + "/reduce");
+  std::filesystem::copy(testing::builtin_targets_dir() + "/reduce", targets + "/plain");
   nlohmann::json spec = testing::read_json(targets + "/plain/target.json");
   spec["name"] = "plain";
   spec["backends"]["cpu"].erase("template");
@@ -213,7 +213,7 @@ TEST(BuiltinAgent, ASeedParentGetsEveryConfigurationOfTheTemplateOnceInRandomOrd
   // reduce with a cpu template of 8 configurations (the built-in one has 3).
   testing::TempDir tmp;
   const std::string dir = tmp.path();
-  std::filesystem::copy(std::string(KILN_SOURCE_DIR) + "/targets/reduce", dir + "/reduce",
+  std::filesystem::copy(testing::builtin_targets_dir() + "/reduce", dir + "/reduce",
                         std::filesystem::copy_options::recursive);
   {
     std::ifstream in(dir + "/reduce/target.json");

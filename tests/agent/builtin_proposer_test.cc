@@ -57,7 +57,7 @@ struct RealTemplate {
 
 RealTemplate load_real(const std::string& name) {
   RealTemplate r;
-  Result<TargetSpec> t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/" + name);
+  Result<TargetSpec> t = testing::load_builtin_target(name);
   EXPECT_TRUE(t.is_ok()) << t.status().to_string();
   if (!t.is_ok()) return r;
   r.target = std::move(*t);

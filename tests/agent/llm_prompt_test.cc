@@ -1,9 +1,10 @@
 // Prompts and reply parsing of the LLM proposer on the real rmsnorm target: what a prompt tells
 // the model, which replies become candidates and why the others are refused, and the normal form
 // behind novelty.
-#include "agent/llm/prompt.h"
-
 #include <gtest/gtest.h>
+
+#include "agent/llm/prompt.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::agent::llm {
 namespace {
@@ -11,7 +12,7 @@ namespace {
 class LlmPromptTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<TargetSpec> s = load_target(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm");
+    Result<TargetSpec> s = testing::load_builtin_target("rmsnorm");
     ASSERT_TRUE(s.is_ok()) << s.status().to_string();
     spec_ = std::move(s).value();
     cpu_ = &*spec_.backend("cpu")->tunable;

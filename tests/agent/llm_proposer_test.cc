@@ -10,6 +10,7 @@
 
 #include "agent/llm/prompt.h"
 #include "tests/support/fake_llm_server.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::agent::llm {
 namespace {
@@ -48,7 +49,7 @@ FakeHttpResponse reply(const std::string& source, const std::string& params = "{
 class LlmProposerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    Result<TargetSpec> s = load_target(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm");
+    Result<TargetSpec> s = testing::load_builtin_target("rmsnorm");
     ASSERT_TRUE(s.is_ok()) << s.status().to_string();
     template_source_ = s->backend("cpu")->tunable->source;
   }
@@ -66,7 +67,7 @@ class LlmProposerTest : public ::testing::Test {
   proto::Proposal ask(LlmProposer& p, const proto::ProposeTask& t) {
     return p.answer(t, Clock::now(), cancel_);
   }
-  std::string targets_ = KILN_SOURCE_DIR "/targets";
+  std::string targets_ = testing::builtin_targets_dir();
   std::string template_source_;
   std::atomic<bool> cancel_{false};
 };

@@ -82,7 +82,7 @@ TEST(ProposerGuidance, MemoryFarFromPeakWidensLoadsAndSaysWhy) {
 }
 
 TEST(ProposerGuidance, SpillingHoldsLessPerThreadOnTheRealRmsnormTemplate) {
-  Result<TargetSpec> t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm");
+  Result<TargetSpec> t = testing::load_builtin_target("rmsnorm");
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
   const BackendSpec* cuda = t->backend("cuda");
   ASSERT_TRUE(cuda != nullptr && cuda->tunable);

@@ -235,7 +235,9 @@ TEST(Cli, WorkersRefuseAnEndpointTheyCannotConnectTo) {
 TEST(Cli, AnErrorAfterThePrivateRedisStartedStopsIt) {
   testing::TempDir dir;
   const std::string out = dir.path() + "/run";
-  std::filesystem::create_directories(out);
+  // redis/ is there before the run (a folder that was there keeps its entries), so that its
+  // redis.pid outlives the refused run and says which server to look for.
+  std::filesystem::create_directories(out + "/redis");
   std::ofstream(dir.path() + "/bad_shapes.json") << "{not json";
   std::string text;
   EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --targets reduce --shapes " +
@@ -273,7 +275,7 @@ TEST(Cli, ARunPrintsNoTableEverySecondAndAResumeCommandThatWorksWhenPasted) {
   ASSERT_TRUE(redis.started()) << redis.error();
   testing::TempDir dir;
   const std::string out = dir.path() + "/run dir";  // a space: the printed command must quote it
-  const std::string targets = KILN_SOURCE_DIR "/targets";
+  const std::string targets = testing::builtin_targets_dir();
   const std::string common =
       " --backend cpu --targets reduce --patience 2 --evaluators 1"
       " --redis unix://" +

@@ -31,7 +31,7 @@ class EvalSource : public ::testing::Test {
   // needs UNROLL >= 2.
   void SetUp() override {
     fs::create_directories(dir_.file("targets"));
-    fs::copy(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm", dir_.file("targets/rmsnorm"),
+    fs::copy(testing::builtin_targets_dir() + "/rmsnorm", dir_.file("targets/rmsnorm"),
              fs::copy_options::recursive);
     std::ifstream in(dir_.file("targets/rmsnorm/target.json"));
     nlohmann::json spec = nlohmann::json::parse(in);
@@ -219,7 +219,7 @@ TEST(EvalSourceCuda, ABrokenCudaConstraintIsNamedBeforeAnythingCompiles) {
 // Every built-in template: the configuration --geometry template picks meets the constraints at
 // the backend's benchmark shape, although the first values do not for several cuda templates.
 TEST(EvalCandidate, TheDefaultTemplateConfigurationOfEveryBuiltInTargetMeetsItsConstraints) {
-  Result<std::vector<TargetSpec>> targets = load_targets(KILN_SOURCE_DIR "/targets");
+  Result<std::vector<TargetSpec>> targets = load_targets(testing::builtin_targets_dir());
   ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
   int first_values_fail = 0;
   for (const TargetSpec& t : *targets) {

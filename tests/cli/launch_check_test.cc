@@ -8,12 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "cli/sweep.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::cli {
 namespace {
 
 std::vector<TargetSpec> built_in_targets() {
-  Result<std::vector<TargetSpec>> targets = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
+  Result<std::vector<TargetSpec>> targets = load_targets(testing::builtin_targets_dir());
   EXPECT_TRUE(targets.is_ok()) << targets.status().to_string();
   return targets.is_ok() ? std::move(targets).value() : std::vector<TargetSpec>{};
 }

@@ -1,5 +1,6 @@
 // NewFolderGuard (cli/run_support.h): a run's output folder goes again when the run fails before it
-// is recorded there, with the parents it made, and only then.
+// is recorded there, with the parents it made, and only then; a folder that was there loses only
+// what the run added.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -26,17 +27,27 @@ TEST(NewFolderGuard, RemovesTheFolderItsRunMadeWithTheParentsItMade) {
   EXPECT_TRUE(fs::exists(dir.path()));  // there before: kept
 }
 
-TEST(NewFolderGuard, KeepsAFolderThatWasThereOrThatTheRunKept) {
+TEST(NewFolderGuard, KeepsAFolderThatWasThereAsItWasOrWhatTheRunKept) {
   testing::TempDir dir;
   const std::string there = dir.file("there");
-  fs::create_directories(there);
+  fs::create_directories(there + "/old");
   std::ofstream(there + "/notes.txt") << "mine\n";
   {
     NewFolderGuard guard(there);
     fs::create_directories(there + "/redis");
+    std::ofstream(there + "/.kiln.lock") << "";
+    std::ofstream(there + "/old/added-inside") << "";
   }
   EXPECT_TRUE(fs::exists(there + "/notes.txt"));
-  EXPECT_TRUE(fs::exists(there + "/redis"));  // not the guard's to judge: the folder was there
+  EXPECT_TRUE(fs::exists(there + "/old/added-inside"));  // under what was there: not looked into
+  EXPECT_FALSE(fs::exists(there + "/redis"));            // what the run added goes
+  EXPECT_FALSE(fs::exists(there + "/.kiln.lock"));
+  {
+    NewFolderGuard guard(there);
+    fs::create_directories(there + "/redis");
+    guard.keep();
+  }
+  EXPECT_TRUE(fs::exists(there + "/redis"));
 
   const std::string recorded = dir.file("x/recorded");
   {

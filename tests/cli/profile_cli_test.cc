@@ -69,7 +69,7 @@ TEST(ProfileCli, ShapesFromNvtxRangesGoIntoThePlanAndARunsSweep) {
   EXPECT_NE(out.find("K=14336,M=512,N=4096"), std::string::npos) << out;
   EXPECT_NE(out.find("kiln run --shapes"), std::string::npos) << out;
 
-  Result<std::vector<TargetSpec>> targets = load_targets(KILN_SOURCE_DIR "/targets");
+  Result<std::vector<TargetSpec>> targets = load_targets(testing::builtin_targets_dir());
   ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
   std::vector<TargetSpec> run;
   for (const TargetSpec& t : *targets) {

@@ -28,7 +28,7 @@ TEST(ReportRedis, ReadsBackTheRunTheEngineMade) {
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
   EXPECT_NE(none.status().message().find("no kiln run is recorded"), std::string::npos);
 
-  auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
+  auto t = testing::load_builtin_target("reduce");
   ASSERT_TRUE(t.is_ok());
   zmq::context_t ctx;
   auto d = coordinator::test_dispatcher(ctx, *store);

@@ -32,7 +32,7 @@ TEST(Sweep, EnumeratesEveryConfigurationThatMeetsTheConstraints) {
 }
 
 TEST(Sweep, LimitTakesASeededSampleOfTheSpace) {
-  Result<TargetSpec> t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
+  Result<TargetSpec> t = testing::load_builtin_target("reduce");
   ASSERT_TRUE(t.is_ok());
   const KernelSpec& spec = *t->backend("cuda")->tunable;
   auto a = template_configs(spec, t->benchmark, DType::kF16, 5, 7);

@@ -29,7 +29,7 @@ class EngineAgentTest : public EngineFixture {
 
   // reduce in a folder of its own, its cpu template's UNROLL list replaced by `unroll`.
   std::string reduce_with(const std::vector<int>& unroll) {
-    std::filesystem::copy(std::string(KILN_SOURCE_DIR) + "/targets/reduce", dir_.path() + "/reduce",
+    std::filesystem::copy(testing::builtin_targets_dir() + "/reduce", dir_.path() + "/reduce",
                           std::filesystem::copy_options::recursive);
     std::ifstream in(dir_.path() + "/reduce/target.json");
     nlohmann::json spec = nlohmann::json::parse(in);
@@ -115,7 +115,7 @@ TEST_F(EngineAgentTest, AParentAgentsHaveNothingNewAboutIsAskedAboutOnlyAsTheSea
   ASSERT_NE(add_target("reduce"), nullptr);
   AgentStats s;
   std::vector<TargetReport> reports;
-  ASSERT_NO_FATAL_FAILURE(search(std::string(KILN_SOURCE_DIR) + "/targets", 200, &s, &reports));
+  ASSERT_NO_FATAL_FAILURE(search(testing::builtin_targets_dir(), 200, &s, &reports));
   EXPECT_GT(s.asked, 0u);
   // The seed and three configurations are all the candidates there are: at most one answer with
   // a child per configuration, and after an empty one, the next ask waits for 2, then 4 more.

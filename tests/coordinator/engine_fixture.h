@@ -24,10 +24,9 @@ class EngineFixtureT : public Base {
   void start_store() { ASSERT_EQ(testing::connect_store(server_, &client_, &store_), ""); }
   // Loads the target in `dir` (or the built-in one of that name) and returns it, or fails the test.
   TargetSpec* add_target(const std::string& dir_or_name) {
-    const std::string dir = dir_or_name.find('/') == std::string::npos
-                                ? std::string(KILN_SOURCE_DIR) + "/targets/" + dir_or_name
-                                : dir_or_name;
-    Result<TargetSpec> t = load_target(dir);
+    Result<TargetSpec> t = dir_or_name.find('/') == std::string::npos
+                               ? testing::load_builtin_target(dir_or_name)
+                               : load_target(dir_or_name);
     EXPECT_TRUE(t.is_ok()) << t.status().to_string();
     if (!t.is_ok()) return nullptr;
     targets_.push_back(std::move(t).value());

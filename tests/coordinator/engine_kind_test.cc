@@ -27,7 +27,7 @@ class EngineKindTest : public EngineFixture {
   // reduce in a folder of its own, its cpu seed given UNROLL (a template parameter) as a define.
   std::string reduce_with_seed_define() {
     const std::string dir = dir_.path() + "/reduce";
-    std::filesystem::copy(std::string(KILN_SOURCE_DIR) + "/targets/reduce", dir,
+    std::filesystem::copy(testing::builtin_targets_dir() + "/reduce", dir,
                           std::filesystem::copy_options::recursive);
     nlohmann::json spec = nlohmann::json::parse(std::ifstream(dir + "/target.json"));
     spec["backends"]["cpu"]["seed"]["defines"] = {{"UNROLL", "4"}};

@@ -45,7 +45,7 @@ class EngineSweepTest : public EngineFixture {
     ASSERT_NO_FATAL_FAILURE(start_store());
     // reduce with a cpu template of 64 configurations (the synthetic evaluators compile nothing).
     const fs::path dir = fs::path(tmp_.path()) / "reduce";
-    fs::copy(std::string(KILN_SOURCE_DIR) + "/targets/reduce", dir);
+    fs::copy(testing::builtin_targets_dir() + "/reduce", dir);
     std::ifstream in(dir / "target.json");
     nlohmann::json spec = nlohmann::json::parse(in);
     spec["backends"]["cpu"]["template"]["params"] = {
@@ -318,7 +318,7 @@ TEST_F(EngineSweepTest, AnEvaluatorThatTimesAtAnotherShapeIsNotBelieved) {
 }
 
 TEST(ShapeSweep, ParsesListsAndGridsAndSaysWhatIsWrong) {
-  auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm");
+  auto t = testing::load_builtin_target("rmsnorm");
   ASSERT_TRUE(t.is_ok());
   const std::vector<TargetSpec> targets = {*t};
   auto s = parse_shape_sweep(

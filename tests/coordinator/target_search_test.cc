@@ -8,12 +8,13 @@
 #include <string>
 
 #include "shared/target_spec.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::coordinator {
 namespace {
 
 TEST(TargetSearch, AnAgentsTaskCarriesTheTemplateConfigurationsProposedTheLatestFirst) {
-  Result<TargetSpec> spec = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
+  Result<TargetSpec> spec = testing::load_builtin_target("reduce");
   ASSERT_TRUE(spec.is_ok()) << spec.status().to_string();
   TargetSearch st(*spec, "", "cpu", SearchParams{});
   ASSERT_NE(st.backend, nullptr);

@@ -121,7 +121,7 @@ class CpuCheats : public ::testing::TestWithParam<CheatCase> {
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
     for (const char* name : {"rmsnorm", "cross_entropy"}) {
-      Result<TargetSpec> target = load_target(testing::source_root() + "/targets/" + name);
+      Result<TargetSpec> target = testing::load_builtin_target(name);
       if (!target.is_ok()) {
         setup_error_ = target.status().to_string();
         return;

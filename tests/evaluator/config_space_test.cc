@@ -14,6 +14,7 @@
 
 #include "evaluator/evaluation.h"
 #include "shared/target_spec.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::eval {
 namespace {
@@ -52,9 +53,7 @@ TEST(ConfigSpace, ForEachConfigAdmitsExactlyWhatEachConstraintCheckAdmitsForEver
   size_t templates = 0;
   for (const char* name : {"rmsnorm", "softmax", "reduce", "layernorm", "rotary_embedding", "cross_entropy",
                            "matmul", "flash_attention", "fused_mlp"}) {
-    std::string dir = KILN_SOURCE_DIR "/targets/";  // appended, not `+`: GCC 12 warned falsely
-    dir += name;                                    // (-Warray-bounds) on the inlined concatenation
-    auto t = load_target(dir);
+    auto t = testing::load_builtin_target(name);
     ASSERT_TRUE(t.is_ok()) << t.status().to_string();
     for (const char* backend : {"cuda", "cpu", "triton"}) {
       const BackendSpec* b = t->backend(backend);

@@ -19,7 +19,7 @@ class CpuSeedFixture : public ::testing::Test {
   // Loads the built-in target `name` and the cpu toolchain (cache in dir_); call as
   // ASSERT_NO_FATAL_FAILURE(load("rmsnorm")).
   void load(const std::string& name) {
-    auto t = load_target(std::string(KILN_SOURCE_DIR) + "/targets/" + name);
+    auto t = testing::load_builtin_target(name);
     ASSERT_TRUE(t.is_ok()) << t.status().to_string();
     target_ = std::move(t).value();
     auto toolchain = Toolchain::create("cpu", dir_.path());

@@ -86,7 +86,7 @@ proto::EvaluationResult evaluate_cpu(const std::string& target_dir, const std::s
 // about a millisecond, long enough to time on a loaded machine (microsecond launches there gave
 // samples too spread for a median).
 proto::EvaluationResult evaluate_rmsnorm(const std::string& source, const testing::TempDir& dir) {
-  return evaluate_cpu(KILN_SOURCE_DIR "/targets/rmsnorm", source, dir.path(),
+  return evaluate_cpu(testing::builtin_targets_dir() + "/rmsnorm", source, dir.path(),
                       Shape{{"M", 256}, {"N", 4096}});
 }
 
@@ -219,7 +219,7 @@ extern "C" void rowsum(const T* x, float* y, int64_t M, int64_t N) {
 TEST(CandidateEvaluator, AdversarialSkipLeavesOutTheNamedInputsAndSaysWhy) {
   testing::TempDir dir;
   for (const char* f : {"reference.cpp", "seed_cpu.cpp", "target.json"}) {
-    std::ifstream in(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm/" + f);
+    std::ifstream in(testing::builtin_targets_dir() + "/rmsnorm/" + f);
     std::stringstream text;
     text << in.rdbuf();
     dir.write(std::string("rms/") + f, text.str());

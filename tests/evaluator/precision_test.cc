@@ -49,7 +49,7 @@ TEST(PrecisionStage, EveryBuiltInCpuTemplateConfigurationPasses) {
   ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
   int configurations = 0;
   for (const char* name : {"layernorm", "reduce", "rmsnorm", "rotary_embedding", "softmax"}) {
-    Result<TargetSpec> target = load_target(testing::source_root() + "/targets/" + name);
+    Result<TargetSpec> target = testing::load_builtin_target(name);
     ASSERT_TRUE(target.is_ok()) << target.status().to_string();
     const BackendSpec* cpu = target->backend("cpu");
     ASSERT_TRUE(cpu != nullptr && cpu->tunable) << name << " has no cpu template";
@@ -71,7 +71,7 @@ TEST(PrecisionStage, EveryBuiltInCpuTemplateConfigurationPasses) {
 TEST(PrecisionStage, ASpecCanTightenTheFactorAndABadFactorIsRefused) {
   testing::TempDir dir;
   for (const char* f : {"reference.cpp", "seed_cpu.cpp", "target.json"}) {
-    std::ifstream in(testing::source_root() + "/targets/rmsnorm/" + f);
+    std::ifstream in(testing::builtin_targets_dir() + "/rmsnorm/" + f);
     std::stringstream text;
     text << in.rdbuf();
     dir.write(std::string("rms/") + f, text.str());
@@ -101,7 +101,7 @@ TEST(PrecisionStage, TheSeedIsLoadedAgainAfterACandidateKillsTheSandbox) {
   testing::TempDir dir;
   auto toolchain = Toolchain::create("cpu", dir.path());
   ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();
-  Result<TargetSpec> target = load_target(testing::source_root() + "/targets/rmsnorm");
+  Result<TargetSpec> target = testing::load_builtin_target("rmsnorm");
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   EvaluatorOptions options;
   options.kiln_binary = testing::kiln_binary();

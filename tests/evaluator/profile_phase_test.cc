@@ -15,7 +15,7 @@ namespace {
 
 TEST(ProfilePhase, WithoutAProfilerTheResultSaysWhyAndIsOtherwiseUnchanged) {
   testing::TempDir dir;
-  Result<TargetSpec> target = load_target(KILN_SOURCE_DIR "/targets/rmsnorm");
+  Result<TargetSpec> target = testing::load_builtin_target("rmsnorm");
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   auto toolchain = Toolchain::create("cpu", dir.path());
   ASSERT_TRUE(toolchain.is_ok()) << toolchain.status().to_string();

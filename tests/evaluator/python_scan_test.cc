@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "evaluator/source_scan.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::eval {
 namespace {
@@ -26,7 +27,7 @@ TEST(PythonScan, AcceptsTritonMathAndEveryBuiltInTritonKernel) {
                   "from triton.language.extra import libdevice\nfrom triton import language\n"),
             V{});
   for (const char* file : {"seed_triton.py", "template_triton.py"}) {
-    std::ifstream in(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm/" + file);
+    std::ifstream in(testing::builtin_targets_dir() + "/rmsnorm/" + file);
     std::stringstream text;
     text << in.rdbuf();
     ASSERT_FALSE(text.str().empty()) << file;

@@ -23,7 +23,7 @@ TEST(ReferenceRows, AgreeWithTheFullReferenceOnEveryBuiltInTargetThatHasThem) {
   int checked = 0;
   for (const char* name : {"rmsnorm", "softmax", "layernorm", "reduce", "cross_entropy", "matmul",
                            "fused_mlp", "rotary_embedding", "flash_attention"}) {
-    Result<TargetSpec> target = load_target(testing::source_root() + "/targets/" + name);
+    Result<TargetSpec> target = testing::load_builtin_target(name);
     ASSERT_TRUE(target.is_ok()) << target.status().to_string();
     auto ref = Reference::build(*target, dir.path());
     ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();

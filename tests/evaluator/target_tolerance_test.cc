@@ -92,7 +92,7 @@ TEST(TargetTolerance, TheTermsTermWidensEachElementByItsOwnNorm) {
 // far ahead (1000 against 0) gives the dominant key's |v| = 0 and almost nothing else.
 TEST(TargetTolerance, FlashAttentionTermsAreLargeOnlyWhereTheSoftmaxIsNearlyTied) {
   testing::TempDir dir;
-  auto target = load_target(std::string(KILN_SOURCE_DIR) + "/targets/flash_attention");
+  auto target = testing::load_builtin_target("flash_attention");
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   auto ref = Reference::build(*target, dir.path());
   ASSERT_TRUE(ref.is_ok()) << ref.status().to_string();
@@ -121,7 +121,7 @@ std::vector<Shape> adversarial_shapes(const TargetSpec& t, DType dtype) {
 TEST(TargetTolerance,
      ReduceF32PassesSequentialFp32SumsOfAdversarialInputsAtEveryShapeAndFailsF16Inputs) {
   testing::TempDir dir;
-  auto target = load_target(std::string(KILN_SOURCE_DIR) + "/targets/reduce");
+  auto target = testing::load_builtin_target("reduce");
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   ASSERT_TRUE(target->tolerance.count(DType::kF32));
   auto ref = Reference::build(*target, dir.path());

@@ -16,6 +16,7 @@
 #include "evaluator/source_scan.h"
 #include "evaluator/triton/triton_compiler.h"
 #include "shared/target_spec.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::eval {
 namespace {
@@ -24,7 +25,7 @@ namespace {
 // and returns how many compiles were made; every one must pass the scan and compile.
 int compile_built_in_targets(Compiler& compiler, const std::string& backend,
                              const std::string& arch) {
-  Result<std::vector<TargetSpec>> targets = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
+  Result<std::vector<TargetSpec>> targets = load_targets(testing::builtin_targets_dir());
   EXPECT_TRUE(targets.is_ok()) << targets.status().to_string();
   if (!targets.is_ok()) return 0;
   int compiled = 0;
@@ -78,7 +79,7 @@ TEST(BuiltInTargets, EveryCudaCodePathOfTheTemplatesCompiles) {
   if (!nvrtc.is_ok()) GTEST_SKIP() << "no NVRTC: " << nvrtc.status().message();
   const std::set<std::string> switches = {"IMPL", "ARCH", "TMA", "PERS", "PING",
                                           "PIPE", "CL",   "SK",  "WIDE"};
-  Result<std::vector<TargetSpec>> targets = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
+  Result<std::vector<TargetSpec>> targets = load_targets(testing::builtin_targets_dir());
   ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
   int compiled = 0;
   for (const TargetSpec& t : *targets) {

@@ -254,7 +254,7 @@ std::vector<std::map<std::string, std::string>> covering(
 }
 
 TEST_F(TritonCompilerTest, EveryValueOfEveryBuiltInTemplateParameterCompiles) {
-  Result<std::vector<TargetSpec>> targets = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
+  Result<std::vector<TargetSpec>> targets = load_targets(testing::builtin_targets_dir());
   ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
   int compiled = 0;
   for (const TargetSpec& t : *targets) {

@@ -15,9 +15,7 @@ namespace kiln::eval {
 namespace {
 
 TargetSpec builtin(const std::string& name) {
-  std::string dir = KILN_SOURCE_DIR;  // appended, not `+`: GCC 12 warns falsely on the temporary
-  dir.append("/targets/").append(name);
-  auto t = load_target(dir);
+  auto t = testing::load_builtin_target(name);
   EXPECT_TRUE(t.is_ok()) << t.status().to_string();
   return t.is_ok() ? *t : TargetSpec{};
 }

@@ -80,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(Threats, TritonCheats, ::testing::ValuesIn(kTritonCheat
 TEST(TritonCheatSources, EveryCheatPastTheScanCompilesInItsCasesDtype) {
   auto compiler = TritonCompiler::create();
   if (!compiler.is_ok()) GTEST_SKIP() << "no Triton: " << compiler.status().to_string();
-  Result<TargetSpec> target = load_target(testing::source_root() + "/targets/rmsnorm");
+  Result<TargetSpec> target = testing::load_builtin_target("rmsnorm");
   ASSERT_TRUE(target.is_ok()) << target.status().to_string();
   const BackendSpec& triton = *target->backend("triton");
   int compiled = 0;

@@ -126,7 +126,7 @@ TEST_F(TritonGpu, ATritonBinaryLaunchesWithItsHiddenArgumentsAndOnlyWithItsWarps
 // Every built-in target's Triton seed and template (its first configuration) verify and time
 // through `kiln eval --backend triton`, as the cuda kernels do.
 TEST_F(TritonGpu, EveryBuiltInTritonSeedAndTemplateVerifiesThroughKilnEval) {
-  Result<std::vector<TargetSpec>> targets = load_targets(testing::source_root() + "/targets");
+  Result<std::vector<TargetSpec>> targets = load_targets(testing::builtin_targets_dir());
   ASSERT_TRUE(targets.is_ok()) << targets.status().to_string();
   int evaluated = 0;
   for (const TargetSpec& t : *targets) {

@@ -32,7 +32,7 @@ class EvaluatorDaemon : public ::testing::Test {
   void SetUp() override {
     // A copy of rmsnorm with a small benchmark shape, so a cpu evaluation takes a moment.
     fs::create_directories(dir_.file("targets"));
-    fs::copy(std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm", dir_.file("targets/rmsnorm"),
+    fs::copy(testing::builtin_targets_dir() + "/rmsnorm", dir_.file("targets/rmsnorm"),
              fs::copy_options::recursive);
     std::ifstream in(dir_.file("targets/rmsnorm/target.json"));
     nlohmann::json spec = nlohmann::json::parse(in);

@@ -263,7 +263,7 @@ TEST(KilnCoordinator, RunsTheSearchWithAnEvaluatorAndAnAgentThatConnectFromOutsi
   // verified parents (those the agent is asked for) exist before the space runs out.
   const std::string targets = dir.path() + "/targets";
   std::filesystem::create_directories(targets);
-  std::filesystem::copy(KILN_SOURCE_DIR "/targets/reduce", targets + "/reduce");
+  std::filesystem::copy(testing::builtin_targets_dir() + "/reduce", targets + "/reduce");
   nlohmann::json spec = read_json(targets + "/reduce/target.json");
   spec["backends"]["cpu"]["template"]["params"]["UNROLL"] = {1, 2, 3, 4, 5, 6, 7, 8, 12, 16};
   std::ofstream(targets + "/reduce/target.json") << spec.dump(2);

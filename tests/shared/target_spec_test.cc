@@ -13,7 +13,7 @@
 namespace kiln {
 namespace {
 
-std::string builtin(const std::string& name) { return std::string(KILN_SOURCE_DIR) + "/targets/" + name; }
+std::string builtin(const std::string& name) { return testing::builtin_targets_dir() + "/" + name; }
 
 TEST(TargetSpec, LoadsBuiltInRmsnorm) {
   Result<TargetSpec> t = load_target(builtin("rmsnorm"));
@@ -54,8 +54,29 @@ TEST(TargetSpec, ReadsReferenceRows) {
   EXPECT_TRUE(r->reference_rows.empty());  // the default: the outputs' first dim
 }
 
+// The rows kiln_reference_terms is called over: reference_rows where given, else the first dim
+// that every output shares, else none (outputs that disagree, or a scalar output).
+TEST(TargetSpec, ReferenceRowDimsAreTheGivenRowsOrTheOutputsSharedFirstDim) {
+  Result<TargetSpec> flash = load_target(builtin("flash_attention"));
+  ASSERT_TRUE(flash.is_ok()) << flash.status().to_string();
+  EXPECT_EQ(reference_row_dims(*flash), (std::vector<std::string>{"B", "H", "L"}));
+  Result<TargetSpec> t = load_target(builtin("rmsnorm"));
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(reference_row_dims(*t), std::vector<std::string>{"M"});
+  TargetArg second = *t->outputs().front();
+  second.name = "z";
+  t->args.push_back(second);
+  EXPECT_EQ(reference_row_dims(*t), std::vector<std::string>{"M"});  // both rows of M
+  t->args.back().shape = {"N"};
+  EXPECT_TRUE(reference_row_dims(*t).empty());  // M and N: no rows
+  t->args.back().shape.clear();
+  EXPECT_TRUE(reference_row_dims(*t).empty());  // a scalar output: no rows
+  t->reference_rows = {"M"};
+  EXPECT_EQ(reference_row_dims(*t), std::vector<std::string>{"M"});  // given rows win
+}
+
 TEST(TargetSpec, LoadsEveryBuiltInTarget) {
-  Result<std::vector<TargetSpec>> all = load_targets(std::string(KILN_SOURCE_DIR) + "/targets");
+  Result<std::vector<TargetSpec>> all = load_targets(testing::builtin_targets_dir());
   ASSERT_TRUE(all.is_ok()) << all.status().to_string();
   std::vector<std::string> names;
   for (const auto& t : *all) names.push_back(t.name);
@@ -74,12 +95,16 @@ TEST(TargetSpec, ReadsScratchIndexBoundAndRmsTolerance) {
   std::ifstream in(dir.file("target.json"));
   nlohmann::json j = nlohmann::json::parse(in);
   j["args"].push_back({{"name", "ws"}, {"role", "scratch"}, {"dtype", "f32"}, {"shape", {"M"}}});
-  j["args"].push_back({{"name", "labels"}, {"role", "input"}, {"dtype", "i32"}, {"shape", {"M"}},
+  j["args"].push_back({{"name", "labels"},
+                       {"role", "input"},
+                       {"dtype", "i32"},
+                       {"shape", {"M"}},
                        {"index_bound", "N - 1"}});
   j["tolerance"]["f16"]["rms"] = 0.01;
   j["tolerance"]["f16"]["terms"] = 3e-4;
   j["args"][1]["scale"] = "1/sqrt(N)";
-  j["adversarial_skip"] = {{"f16", {{"distributions", {"large_magnitude"}}, {"reason", "overflows"}}}};
+  j["adversarial_skip"] = {
+      {"f16", {{"distributions", {"large_magnitude"}}, {"reason", "overflows"}}}};
   dir.write("target.json", j.dump(2));
   Result<TargetSpec> t = load_target(dir.path());
   ASSERT_TRUE(t.is_ok()) << t.status().to_string();
@@ -153,8 +178,8 @@ TEST(Expr, EvaluatesGeometryWithHelpers) {
 }
 
 TEST(Expr, AProgramParsedOnceGivesWhatEvalExprGivesAsItsVariablesChange) {
-  const std::vector<std::string> exprs = {"cdiv(M, ROWS) * (ROWS <= 8 ? 1 : 2)", "ROWS * 32 <= 256 && M >= 1000",
-                                          "idiv(M, ROWS)"};
+  const std::vector<std::string> exprs = {"cdiv(M, ROWS) * (ROWS <= 8 ? 1 : 2)",
+                                          "ROWS * 32 <= 256 && M >= 1000", "idiv(M, ROWS)"};
   Result<ExprProgram> p = ExprProgram::compile(exprs, {"M", "ROWS"});
   ASSERT_TRUE(p.is_ok()) << p.status().to_string();
   ASSERT_EQ(p->size(), 3u);
@@ -169,7 +194,8 @@ TEST(Expr, AProgramParsedOnceGivesWhatEvalExprGivesAsItsVariablesChange) {
       const ExprVars v = {{"M", mv}, {"ROWS", rv}};
       for (size_t i = 0; i < exprs.size(); ++i) {
         ASSERT_TRUE(p->eval(i).is_ok());
-        EXPECT_EQ(*p->eval(i), *eval_expr(exprs[i], v)) << exprs[i] << " at M=" << mv << " ROWS=" << rv;
+        EXPECT_EQ(*p->eval(i), *eval_expr(exprs[i], v))
+            << exprs[i] << " at M=" << mv << " ROWS=" << rv;
       }
     }
   }
@@ -279,23 +305,73 @@ INSTANTIATE_TEST_SUITE_P(
                    "field 'args[2].scale': only for inputs"},
         BrokenSpec{"scale that is not positive", [](auto& j) { j["args"][1]["scale"] = "0 * N"; },
                    "field 'args[1].scale': must be positive"},
-        BrokenSpec{"unknown adversarial distribution",
-                   [](auto& j) {
-                     j["adversarial_skip"] = {{"f16", {{"distributions", {"huge"}}, {"reason", "x"}}}};
-                   },
-                   "'huge' is not an adversarial distribution"},
-        BrokenSpec{"adversarial skip without a reason",
-                   [](auto& j) {
-                     j["adversarial_skip"] = {{"f16", {{"distributions", {"zeros"}}, {"reason", ""}}}};
-                   },
-                   "field 'adversarial_skip.f16.reason'"},
+        BrokenSpec{
+            "unknown adversarial distribution",
+            [](auto& j) {
+              j["adversarial_skip"] = {{"f16", {{"distributions", {"huge"}}, {"reason", "x"}}}};
+            },
+            "'huge' is not an adversarial distribution"},
+        BrokenSpec{
+            "adversarial skip without a reason",
+            [](auto& j) {
+              j["adversarial_skip"] = {{"f16", {{"distributions", {"zeros"}}, {"reason", ""}}}};
+            },
+            "field 'adversarial_skip.f16.reason'"},
         BrokenSpec{"negative rms tolerance", [](auto& j) { j["tolerance"]["f16"]["rms"] = -1; },
                    "tolerances are finite numbers >= 0"},
         BrokenSpec{"negative terms tolerance",
                    [](auto& j) { j["tolerance"]["bf16"]["terms"] = -1e-5; },
                    "field 'tolerance.bf16': tolerances are finite numbers >= 0"},
         BrokenSpec{"terms tolerance as text",
-                   [](auto& j) { j["tolerance"]["f16"]["terms"] = "4e-5"; }, "terms"}),
+                   [](auto& j) { j["tolerance"]["f16"]["terms"] = "4e-5"; }, "terms"},
+        // Found by trying to break kiln: each got past the loader and failed later, or not at all.
+        BrokenSpec{"backend with no dtypes",
+                   [](auto& j) { j["backends"]["cpu"]["dtypes"] = nlohmann::json::array(); },
+                   "field 'backends.cpu.dtypes': needs at least one"},
+        BrokenSpec{"a dim twice",
+                   [](auto& j) {
+                     j["dims"] = {"M", "N", "M"};
+                   },
+                   "field 'dims': 'M' appears twice"},
+        BrokenSpec{"an argument named like a dim", [](auto& j) { j["args"][1]["name"] = "N"; },
+                   "'N' is also a dim"},
+        BrokenSpec{"a parameter named like a dim",
+                   [](auto& j) { j["backends"]["cpu"]["template"]["params"]["M"] = {1}; },
+                   "field 'backends.cpu.template.params.M': the name of a dim"},
+        BrokenSpec{"a parameter named T",
+                   [](auto& j) { j["backends"]["cuda"]["template"]["params"]["T"] = {1}; },
+                   "params.T': T is the element type"},
+        BrokenSpec{"a define that is not a macro name",
+                   [](auto& j) {
+                     j["backends"]["cpu"]["seed"]["defines"] = {{"a b", "1"}};
+                   },
+                   "field 'backends.cpu.seed.defines': 'a b': not a macro name"},
+        BrokenSpec{"a parameter value past 2^53",
+                   [](auto& j) {
+                     j["backends"]["cpu"]["template"]["params"]["UNROLL"] = {uint64_t{1} << 63};
+                   },
+                   "values are integers from -2^53 to 2^53"},
+        BrokenSpec{"a space too large to list",
+                   [](auto& j) {
+                     for (int i = 0; i < 21; ++i) {
+                       j["backends"]["cpu"]["template"]["params"]["P" + std::to_string(i)] = {1, 2};
+                     }
+                   },
+                   "the space has more than 1048576 combinations"},
+        BrokenSpec{"a constraint that divides by zero",
+                   [](auto& j) { j["backends"]["cpu"]["template"]["constraints"] = {"UNROLL/0"}; },
+                   "field 'backends.cpu.template.constraints[0]'"},
+        BrokenSpec{"no sweep shapes",
+                   [](auto& j) { j["shapes"]["sweep"] = nlohmann::json::array(); },
+                   "field 'shapes.sweep': needs at least one shape"},
+        BrokenSpec{"negative bytes", [](auto& j) { j["bytes"] = "-M"; },
+                   "field 'bytes': -8192 at the benchmark shape"},
+        BrokenSpec{"an edge shape whose tensors cannot be held",
+                   [](auto& j) {
+                     j["shapes"]["edge"] = {{{"M", 2147483647}, {"N", 2147483647}}};
+                   },
+                   "field 'shapes.edge[0]': shape M=2147483647,N=2147483647 of 'rmsnorm': tensor "
+                   "'x' would hold"}),
     [](const auto& info) {
       std::string s = info.param.label;
       for (char& c : s)

@@ -20,7 +20,7 @@ namespace {
 // rmsnorm (x [M, N], w [N], y [M, N]) copied into `dir` with `edit` applied to its target.json.
 Result<TargetSpec> load_edited(testing::TempDir& dir,
                                const std::function<void(nlohmann::json&)>& edit) {
-  const std::string from = std::string(KILN_SOURCE_DIR) + "/targets/rmsnorm";
+  const std::string from = testing::builtin_targets_dir() + "/rmsnorm";
   for (const auto& e : std::filesystem::directory_iterator(from)) {
     std::filesystem::copy(e.path(), dir.path() + "/" + e.path().filename().string());
   }

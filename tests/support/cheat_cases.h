@@ -16,6 +16,7 @@
 
 #include "shared/dtype.h"
 #include "shared/protocol.h"
+#include "tests/support/test_env.h"
 
 namespace kiln::testing {
 
@@ -38,13 +39,6 @@ inline void PrintTo(const CheatCase& c, std::ostream* os) {
 
 inline std::string cheat_case_name(const ::testing::TestParamInfo<CheatCase>& info) {
   return info.param.name;
-}
-
-// The folder holding tests/ and targets/: $KILN_SOURCE_DIR when set (a bundle unpacked on a GPU
-// machine, away from the build tree), else the source tree the binary was built from.
-inline std::string source_root() {
-  if (const char* env = std::getenv("KILN_SOURCE_DIR"); env && *env) return env;
-  return KILN_SOURCE_DIR;
 }
 
 // The text of a file, or "" when it cannot be read (the caller asserts on that).

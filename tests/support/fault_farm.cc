@@ -27,8 +27,8 @@ std::string copy_padded_target(const std::string& folder, const std::string& tar
                                uint32_t pad_values) {
   std::error_code ec;
   fs::create_directories(folder, ec);
-  fs::copy(std::string(KILN_SOURCE_DIR) + "/targets/" + target, folder + "/" + target,
-           fs::copy_options::recursive, ec);
+  fs::copy(builtin_targets_dir() + "/" + target, folder + "/" + target, fs::copy_options::recursive,
+           ec);
   if (ec) return "copying target " + target + ": " + ec.message();
   std::ifstream in(folder + "/" + target + "/target.json");
   nlohmann::json spec = nlohmann::json::parse(in, nullptr, false);

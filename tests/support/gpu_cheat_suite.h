@@ -32,7 +32,7 @@ class GpuCheatSuite : public ::testing::TestWithParam<CheatCase> {
       return;
     }
     dir_ = new TempDir();
-    Result<TargetSpec> target = load_target(source_root() + "/targets/rmsnorm");
+    Result<TargetSpec> target = load_builtin_target("rmsnorm");
     if (!target.is_ok()) {
       setup_error_ = target.status().to_string();
       return;

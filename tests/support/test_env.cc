@@ -42,7 +42,7 @@ std::string TempDir::write(const std::string& name, const std::string& content) 
 std::string run_two_model_farm(const TempDir& dir, const std::string& coordinator_args) {
   const std::string out = dir.path() + "/coord";
   const std::string kiln = kiln_binary();
-  const std::string targets = " --targets-dir " KILN_SOURCE_DIR "/targets";
+  const std::string targets = " --targets-dir " + builtin_targets_dir();
   const std::string evaluator = kiln + " evaluator --connect $(cat " + out +
                                 "/endpoint) --backend cpu --cache-dir " + dir.path() + "/cache" +
                                 targets;
@@ -67,6 +67,17 @@ std::string kiln_binary() {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return (self.parent_path().parent_path() / "bin" / "kiln").string();
+}
+
+std::string source_root() {
+  if (const char* env = std::getenv("KILN_SOURCE_DIR"); env && *env) return env;
+  return KILN_SOURCE_DIR;
+}
+
+std::string builtin_targets_dir() { return source_root() + "/targets"; }
+
+Result<TargetSpec> load_builtin_target(const std::string& name) {
+  return load_target(builtin_targets_dir() + "/" + name);
 }
 
 RedisServer::RedisServer(const std::string& extra_config) {

@@ -11,6 +11,8 @@
 #include "shared/local_redis.h"
 #include "shared/redis_client.h"
 #include "shared/redis_store.h"
+#include "shared/status.h"
+#include "shared/target_spec.h"
 
 namespace kiln::testing {
 
@@ -60,6 +62,14 @@ std::string connect_store(const RedisServer& server, std::optional<redis::RedisC
 
 // Path to the built `kiln` binary.
 std::string kiln_binary();
+
+// The folder holding tests/ and targets/: $KILN_SOURCE_DIR when set (a bundle unpacked on a GPU
+// machine, away from the build tree), else the source tree the binary was built from.
+std::string source_root();
+
+// The built-in targets' folder (source_root()/targets), and one built-in target loaded from it.
+std::string builtin_targets_dir();
+Result<TargetSpec> load_builtin_target(const std::string& name);
 
 // A cpu farm of two GPU models: `kiln coordinator --bind tcp://127.0.0.1:* --backend cpu
 // <coordinator_args> --out <dir>/coord` (built-in targets) and two `kiln evaluator` processes that
