@@ -8,10 +8,12 @@
 
 #include "agent/agent_daemon.h"
 #include "cli/curve_options.h"
+#include "cli/option_checks.h"
 #include "cli/stop_signal.h"
 #include "shared/backends.h"
 #include "shared/endpoint.h"
 #include "shared/fatal.h"
+#include "shared/target_path.h"
 
 namespace kiln::cli {
 namespace {
@@ -22,12 +24,21 @@ int run_agent(agent::AgentOptions options, const std::string& backends,
     report_fatal("kiln agent: --connect " + s.message());
     return 2;
   }
+  if (options.connect.rfind("inproc://", 0) == 0) {  // no coordinator is in this process
+    report_fatal("kiln agent: --connect " + options.connect +
+                 ": inproc:// reaches only the same process; use tcp://HOST:PORT or ipc://PATH");
+    return 2;
+  }
   Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln agent");
   if (!keys.is_ok()) {
     report_fatal("kiln agent: " + keys.status().message());
     return 2;
   }
   options.curve = std::move(keys).value();
+  if (Status s = check_target_folders(options.targets_dir); !s.is_ok()) {
+    report_fatal("kiln agent: " + s.message());
+    return 2;
+  }
   if (!options.llm_config.empty()) {
     if (options.proposer != "builtin" && options.proposer != "llm") {
       report_fatal("kiln agent: --llm goes with the llm proposer, not '" + options.proposer + "'");
@@ -79,10 +90,15 @@ void add_agent_command(CLI::App& app, std::function<int()>& action) {
                   "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
                   "default: $KILN_TARGETS_DIR (the coordinator's targets must be the same)");
   sub->add_option("--backends", *backends, "Backends it proposes for, comma-separated (default: any)");
-  sub->add_option("--capacity", o->capacity, "Propose tasks held at once")->capture_default_str();
+  sub->add_option("--capacity", o->capacity, "Propose tasks held at once (1 to 1024)")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "Random seed of the proposer")->capture_default_str();
-  sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-agent-pid)");
-  sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();
+  sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-agent-pid)")
+      ->check(printable_name());
+  sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval (100 to 60000)")
+      ->check(CLI::Range(100, 60000))
+      ->capture_default_str();
   add_worker_curve_options(sub, *curve);
   sub->callback([&action, o, backends, curve] {
     action = [o, backends, curve] { return run_agent(*o, *backends, *curve); };

@@ -3,9 +3,14 @@
 #include "cli/app.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <ios>
 #include <nlohmann/json.hpp>
@@ -69,6 +74,8 @@ std::string option_given_empty(const CLI::App& app) {
   }
   return "";
 }
+
+int run_action(const std::function<int()>& action);
 
 }  // namespace
 
@@ -145,6 +152,28 @@ int run_app(int argc, char** argv) {
     return 2;
   }
   if (!action) return 2;
+  // A reader that goes away (`kiln run | head -1`) must not kill a run halfway, with its Redis
+  // and evaluators left behind and nothing written: writes fail with EPIPE instead. A handler,
+  // not SIG_IGN, so that the programs kiln starts get the default back when they exec.
+  std::signal(SIGPIPE, [](int) {});
+  const int code = run_action(action);
+  // Output that could not be written to a file or device (a full disk, `> /dev/full`) is a
+  // failure; a pipe whose reader left early is not.
+  errno = 0;
+  struct stat out_stat {};
+  const bool to_pipe = fstat(STDOUT_FILENO, &out_stat) == 0 &&
+                       (S_ISFIFO(out_stat.st_mode) || S_ISSOCK(out_stat.st_mode));
+  if ((std::fflush(stdout) != 0 || std::ferror(stdout)) && errno != EPIPE && !to_pipe) {
+    const std::string why = errno != 0 ? std::strerror(errno) : "an earlier write failed";
+    std::fprintf(stderr, "kiln: writing the output failed: %s\n", why.c_str());
+    return code == 0 ? 1 : code;
+  }
+  return code;
+}
+
+namespace {
+
+int run_action(const std::function<int()>& action) {
   // An exception no command caught still unwinds the stack, so that what the command started (a
   // private redis-server, evaluator processes) is stopped by its owner, and the log says why.
   try {
@@ -163,5 +192,7 @@ int run_app(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace
 
 }  // namespace kiln::cli

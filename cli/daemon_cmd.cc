@@ -8,11 +8,13 @@
 #include <filesystem>
 
 #include "cli/curve_options.h"
+#include "cli/option_checks.h"
 #include "cli/stop_signal.h"
 #include "evaluator/daemon.h"
 #include "evaluator/toolchain.h"
 #include "shared/endpoint.h"
 #include "shared/fatal.h"
+#include "shared/target_path.h"
 
 namespace kiln::cli {
 namespace {
@@ -23,6 +25,11 @@ int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
     report_fatal("kiln evaluator: --connect " + s.message());
     return 2;
   }
+  if (options.connect.rfind("inproc://", 0) == 0) {  // no coordinator is in this process
+    report_fatal("kiln evaluator: --connect " + options.connect +
+                 ": inproc:// reaches only the same process; use tcp://HOST:PORT or ipc://PATH");
+    return 2;
+  }
   Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln evaluator");
   if (!keys.is_ok()) {
     report_fatal("kiln evaluator: " + keys.status().message());
@@ -30,7 +37,18 @@ int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
   }
   options.curve = std::move(keys).value();
   options.kiln_binary = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (Status s = check_target_folders(options.targets_dir); !s.is_ok()) {
+    report_fatal("kiln evaluator: " + s.message());
+    return 2;
+  }
   if (options.cache_dir.empty()) options.cache_dir = eval::default_cache_dir();
+  std::error_code ec;
+  std::filesystem::create_directories(options.cache_dir, ec);
+  if (ec || !std::filesystem::is_directory(options.cache_dir, ec)) {
+    report_fatal("kiln evaluator: --cache-dir " + options.cache_dir + ": cannot create it (" +
+                 (ec ? ec.message() : std::string("not a folder")) + ")");
+    return 2;
+  }
   StopOnSignal stop(StopOnSignal::Syscalls::kInterrupt);
   Status s = eval::run_evaluator_daemon(options, StopOnSignal::flag());
   if (!s.is_ok()) {
@@ -56,29 +74,28 @@ void add_evaluator_command(CLI::App& app, std::function<int()>& action) {
       ->check(CLI::IsMember({"cuda", "cpu", "triton"}))
       ->capture_default_str();
   sub->add_option("--gpu", o->gpu, "GPU ordinal (one daemon per GPU)")->capture_default_str();
-  sub->add_option("--capacity", o->capacity, "Tasks held at once")->capture_default_str();
+  sub->add_option("--capacity", o->capacity, "Tasks held at once (1 to 1024)")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
   sub->add_option("--compile-threads", o->compile_threads,
-                  "Threads compiling waiting tasks while one runs")->capture_default_str();
-  sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-backendN-pid)");
+                  "Threads compiling waiting tasks while one runs (1 to 256)")
+      ->check(CLI::Range(1u, 256u))
+      ->capture_default_str();
+  sub->add_option("--worker-id", o->worker_id, "Stable id (default: host-backendN-pid)")
+      ->check(printable_name());
   sub->add_option("--gpu-model", o->gpu_model,
                   "The model to announce (default: the GPU's name; none on the cpu backend). A\n"
                   "coordinator with --gpu-models auto keeps one population per model: name the\n"
                   "machine kind on the cpu backend, or tell apart GPUs that share a name (MIG\n"
                   "slices, power limits). Evaluators that announce one name must time alike.")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            if (v.empty() || v.size() > 100) return "expected 1 to 100 characters";
-            for (unsigned char c : v) {
-              if (c < 0x20 || c > 0x7e) return "expected printable ASCII characters";
-            }
-            return "";
-          },
-          "NAME", "model name"));
+      ->check(printable_name());
   sub->add_option("--cache-dir", o->cache_dir, "Compile/reference/ceilings cache (default: ~/.cache/kiln)");
   sub->add_option("--targets-dir", o->targets_dir,
                   "Folders of your own targets, A:B (or A,B), looked up before the built-in ones;\n"
                   "default: $KILN_TARGETS_DIR (the coordinator's targets must be the same)");
-  sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval")->capture_default_str();
+  sub->add_option("--heartbeat-ms", o->heartbeat.interval_ms, "Heartbeat interval (100 to 60000)")
+      ->check(CLI::Range(100, 60000))
+      ->capture_default_str();
   add_worker_curve_options(sub, *curve);
   sub->callback([&action, o, curve] { action = [o, curve] { return run_daemon(*o, *curve); }; });
 }

@@ -3,6 +3,9 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +14,7 @@
 #include <vector>
 
 #include "cli/k8s_manifests.h"
+#include "cli/run_support.h"
 
 namespace kiln::cli {
 namespace {
@@ -62,6 +66,9 @@ int render(DeployArgs a) {
     }
   }
   a.k8s.sweep_targets = split_commas(a.sweep_targets);
+  Result<std::chrono::seconds> budget = parse_duration(a.k8s.budget);
+  if (!budget.is_ok()) return fail(budget.status().message());
+  if (budget->count() <= 0) return fail("--budget: the run needs some time, e.g. 8h");
   Result<std::vector<RenderedFile>> files = render_k8s(a.k8s);
   if (!files.is_ok()) return fail(files.status().message());
   std::error_code ec;
@@ -69,6 +76,20 @@ int render(DeployArgs a) {
     return fail(a.out + " is not empty: choose another --out, or --force to write over it");
   fs::create_directories(a.out, ec);
   if (ec) return fail("creating " + a.out + ": " + ec.message());
+  // --force over an earlier deploy: its manifests that this one does not write (a sweep's) would
+  // still be applied by `kubectl apply -f DIR/`.
+  for (const auto& e : fs::directory_iterator(a.out, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool ours = name.size() > 8 && std::isdigit(static_cast<unsigned char>(name[0])) &&
+                      std::isdigit(static_cast<unsigned char>(name[1])) && name[2] == '-' &&
+                      name.substr(name.size() - 5) == ".yaml";
+    const bool written = std::any_of(files->begin(), files->end(),
+                                     [&](const RenderedFile& f) { return f.name == name; });
+    if (ours && !written) {
+      fs::remove(e.path(), ec);
+      std::printf("removed %s (an earlier deploy's)\n", e.path().string().c_str());
+    }
+  }
   for (const RenderedFile& f : *files) {
     const std::string path = (fs::path(a.out) / f.name).string();
     std::ofstream file(path, std::ios::trunc);

@@ -179,9 +179,20 @@ std::string compile_seed(const TargetSpec& t, std::string* note) {
 
 int run_import(const ImportTritonArgs& a) {
   std::error_code ec;
-  if (!fs::is_regular_file(a.file, ec)) return usage_error("no file " + a.file);
+  // What a path is, said as it is: "no file" for a folder or a device misled.
+  auto not_a_file = [&](const std::string& path, const std::string& what) {
+    const std::string kind = !fs::exists(path, ec)        ? "there is no file "
+                             : fs::is_directory(path, ec) ? "a folder, not a file: "
+                                                          : "not a regular file: ";
+    return usage_error(kind + path + what);
+  };
+  if (!fs::is_regular_file(a.file, ec)) return not_a_file(a.file, "");
   if (!a.reference.empty() && !fs::is_regular_file(a.reference, ec)) {
-    return usage_error("no file " + a.reference + " (--reference)");
+    return not_a_file(a.reference, " (--reference)");
+  }
+  if (!is_identifier(a.kernel)) {
+    return usage_error("--kernel '" + log_safe(a.kernel, 60) +
+                       "' is not a Python function name (the @triton.jit kernel to capture)");
   }
   const std::string out = a.out.empty() ? a.kernel : a.out;
   fs::path folder = fs::path(out).lexically_normal();

@@ -4,8 +4,14 @@
 #include "cli/k8s_manifests.h"
 
 #include <cctype>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/yaml_text.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace {
@@ -357,6 +363,12 @@ std::string secrets_script(const K8sOptions& o) {
 // Why `image` may not go into a manifest, or "".
 std::string image_problem(const std::string& what, const std::string& image) {
   if (image.empty()) return what + " is required";
+  for (unsigned char c : image) {
+    if (c <= 0x20 || c >= 0x7f) {
+      return what + " '" + log_safe(image, 100) +
+             "' holds a space or control character: an image reference has none";
+    }
+  }
   if (image.find('@') != std::string::npos) return "";  // pinned by digest
   const size_t slash = image.rfind('/');
   const size_t colon = image.rfind(':');
@@ -365,6 +377,26 @@ std::string image_problem(const std::string& what, const std::string& image) {
   if (image.substr(colon + 1) == "latest")
     return what + " '" + image + "' uses the tag 'latest', which moves: pin a version";
   return "";
+}
+
+// A resource quantity as a volume claim takes it: digits, an optional fraction and a suffix.
+bool k8s_quantity(const std::string& s) {
+  static const std::regex quantity(R"(^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$)");
+  return std::regex_match(s, quantity);
+}
+
+bool dns_subdomain(const std::string& s) {
+  static const std::regex subdomain(R"(^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$)");
+  return std::regex_match(s, subdomain);
+}
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> out;
+  std::stringstream in(list);
+  for (std::string part; std::getline(in, part, ',');) {
+    if (!part.empty()) out.push_back(part);
+  }
+  return out;
 }
 
 bool dns_label(const std::string& s) {
@@ -418,7 +450,28 @@ Result<std::vector<RenderedFile>> render_k8s(const K8sOptions& o) {
                               "nvidia.com/gpu.product shows it: letters, digits, '-', '_', '.')");
     if (count < 1) return invalid_argument("--gpus: " + product + " needs at least 1 GPU");
   }
+  std::set<std::string> jobs;  // each product's evaluators are one Job, named after it
+  for (const auto& [product, count] : o.gpus) {
+    if (!jobs.insert(k8s_name_part(product)).second) {
+      return invalid_argument("--gpus: '" + product + "' is named twice, or names the same Job " +
+                              "(kiln-evaluator-" + k8s_name_part(product) +
+                              ") as another product: give each product once");
+    }
+  }
   if (o.agents < 1) return invalid_argument("--agents must be at least 1");
+  if (!k8s_quantity(o.storage)) {
+    return invalid_argument("--storage '" + log_safe(o.storage, 40) +
+                            "': a Kubernetes quantity, e.g. 10Gi or 500Mi");
+  }
+  if (!o.storage_class.empty() && !dns_subdomain(o.storage_class)) {
+    return invalid_argument("--storage-class '" + log_safe(o.storage_class, 60) +
+                            "': lower-case letters, digits, '-' and '.'");
+  }
+  for (const std::string& t : split_names(o.targets)) {
+    if (!is_identifier(t)) {
+      return invalid_argument("--targets: '" + log_safe(t, 60) + "' is not a target name");
+    }
+  }
   if (!o.sweep_targets.empty() && !label_value(o.sweep_gpu))
     return invalid_argument("--sweep-gpu: the GPU product the sweep runs on");
   for (const auto& t : o.sweep_targets) {

@@ -3,8 +3,10 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shared/curve_keys.h"
@@ -55,12 +57,35 @@ int make_keys(const KeysArgs& a) {
 int allow_keys(const KeysArgs& a) {
   if (a.pub_files.size() > 1 && !a.name.empty())
     return fail("--name goes with one .pub file, not several");
+  // Every key is read and checked against the list and the others before any is added: a
+  // refusal leaves the list as it was.
+  std::vector<std::pair<std::string, std::string>> adding;  // name, key
+  std::map<std::string, std::string> listed;                // key -> name, in the list now
+  std::error_code ec;
+  if (fs::exists(a.list, ec)) {
+    Result<net::AllowList> list = net::read_allow_list(a.list);
+    if (list.is_ok()) listed = list->names_by_key;
+  }
   for (const std::string& file : a.pub_files) {
     Result<std::string> key = net::read_public_key_file(file);
     if (!key.is_ok()) return fail(key.status().message());
     const std::string name = a.name.empty() ? fs::path(file).stem().string() : a.name;
-    if (Status s = net::add_to_allow_list(a.list, name, *key); !s.is_ok()) return fail(s.message());
-    std::printf("%s: admits '%s' (%s)\n", a.list.c_str(), name.c_str(), key->c_str());
+    for (const auto& [k, n] : listed) {
+      if (n == name) return fail(a.list + " already has a key named '" + name + "'; nothing added");
+      if (k == *key) {
+        return fail(a.list + " already admits " + file + "'s key as '" + n + "'; nothing added");
+      }
+    }
+    for (const auto& [n, k] : adding) {
+      if (n == name || k == *key) {
+        return fail("'" + name + "' (" + file + ") is given twice; nothing added");
+      }
+    }
+    adding.emplace_back(name, *key);
+  }
+  for (const auto& [name, key] : adding) {
+    if (Status s = net::add_to_allow_list(a.list, name, key); !s.is_ok()) return fail(s.message());
+    std::printf("%s: admits '%s' (%s)\n", a.list.c_str(), name.c_str(), key.c_str());
   }
   return 0;
 }

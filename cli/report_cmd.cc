@@ -2,6 +2,7 @@
 // (report/html.h or report/markdown.h) and writes the file, or prints markdown to stdout.
 #include "cli/report_cmd.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "report/run_folder.h"
 #include "shared/atomic_file.h"
 #include "shared/fatal.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace fs = std::filesystem;
@@ -42,6 +44,36 @@ Status write_report(const std::string& path, const std::string& text) {
                        ": check that its folder exists and is writable, or pass another --out");
   }
   return Status::ok();
+}
+
+// Where the report may go: `out` itself, or the file a link there points to. Not a device, fifo
+// or folder (it would be replaced by a file), and inside the run folder `run_dir` only a file
+// named *.html or *.md: the run's own files (results.jsonl, summary.json, best/) are not a
+// report's to overwrite.
+Result<std::string> report_destination(const std::string& out, const std::string& run_dir) {
+  std::error_code ec;
+  fs::path target(out);
+  const fs::file_status st = fs::symlink_status(target, ec);
+  if (fs::is_symlink(st)) {
+    target = fs::canonical(target, ec);
+    if (ec) return invalid_argument("--out " + out + " is a link to nothing; name a file");
+  }
+  if (fs::exists(target, ec) && !fs::is_regular_file(target, ec)) {
+    return invalid_argument("--out " + out +
+                            " is not a regular file (a folder, device or fifo); name a file");
+  }
+  if (!run_dir.empty()) {
+    const fs::path run = fs::weakly_canonical(run_dir, ec);
+    const fs::path at = fs::weakly_canonical(target, ec);
+    const auto [end, _] = std::mismatch(run.begin(), run.end(), at.begin(), at.end());
+    const std::string ext = at.extension().string();
+    if (end == run.end() && ext != ".html" && ext != ".md") {
+      return invalid_argument("--out " + out +
+                              " is in the run's folder and is not a report (*.html, *.md): "
+                              "the run's own files are not overwritten");
+    }
+  }
+  return target.string();
 }
 
 Result<report::RunData> from_redis(const ReportArgs& a) {
@@ -77,16 +109,19 @@ int run_report(const ReportArgs& a) {
 
   const bool html = a.format == "html";
   const std::string text = html ? report::render_html(*run) : report::render_markdown(*run);
-  if (!html && a.out.empty()) {
-    std::fputs(text.c_str(), stdout);
+  if (!html && a.out.empty()) {  // to a terminal: what the run's records hold, escaped
+    std::fputs(terminal_safe(text).c_str(), stdout);
     return 0;
   }
   if (!a.redis.empty() && a.out.empty() && a.run.empty() && a.positional.empty()) {
     return fail(
         "--redis: say where the report goes with --out FILE (or --run DIR for DIR/report.html)", 2);
   }
-  const std::string out = a.out.empty() ? (fs::path(dir) / "report.html").string() : a.out;
-  if (Status s = write_report(out, text); !s.is_ok()) return fail(s.message(), 1);
+  Result<std::string> dest = report_destination(
+      a.out.empty() ? (fs::path(dir) / "report.html").string() : a.out, a.redis.empty() ? dir : "");
+  if (!dest.is_ok()) return fail(dest.status().message(), 2);
+  const std::string out = a.out.empty() ? *dest : a.out;
+  if (Status s = write_report(*dest, text); !s.is_ok()) return fail(s.message(), 1);
   std::error_code ec;
   const fs::path abs = fs::absolute(out, ec);
   std::printf("kiln report: wrote %s (%zu target%s, %zu result%s)\n", out.c_str(),

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -41,6 +42,7 @@
 #include "cli/redis_password.h"
 #include "cli/resume_command.h"
 #include "cli/run_args.h"
+#include "cli/run_lease.h"
 #include "cli/run_outputs.h"
 #include "cli/run_setup.h"
 #include "cli/run_support.h"
@@ -132,10 +134,42 @@ int run_search(const RunArgs& args) {
   }
   Result<redis::RedisClient> client = connect_when_loaded(ro);
   if (!client.is_ok()) {
-    return fail("connecting to Redis at " + redis_url_for_display(url) + ": " + client.status().message());
+    // A private Redis that died while loading its AOF (a damaged file) says why in its log.
+    const std::string log = local ? local_redis_log_tail(out + "/redis") : "";
+    return fail("connecting to Redis at " + redis_url_for_display(url) + ": " +
+                client.status().message() +
+                (log.empty() ? ""
+                             : "; the private redis-server's log ends:\n" + log +
+                                   "(a damaged AOF in " + out +
+                                   "/redis/appendonlydir can be repaired with "
+                                   "redis-check-aof --fix)"));
+  }
+  // A process killed mid-write leaves the AOF's last command cut short, and Redis loads what is
+  // before the cut; a file cut deep down loads the same way, with most of the run gone. Said here,
+  // not only in redis.log, since the run continues from what was loaded.
+  if (local) {
+    // Redis's log lines begin "<pid>:M": this server's, not an earlier one's.
+    const std::string log = "\n" + local_redis_log_tail(out + "/redis");
+    const std::string mine = "\n" + std::to_string(local->pid()) + ":";
+    bool truncated = false;
+    for (size_t at = log.find(mine); at != std::string::npos; at = log.find(mine, at + 1)) {
+      const size_t end = log.find('\n', at + 1);
+      truncated =
+          truncated || log.substr(at, end - at).find("aof-load-truncated") != std::string::npos;
+    }
+    if (truncated) {
+      std::fprintf(stderr,
+                   "%s: WARNING: the private Redis's AOF (%s/redis/appendonlydir) was cut short; "
+                   "Redis loaded what came before the cut, and the run continues from that (see "
+                   "%s/redis/redis.log; a copy of the folder keeps what is there now)\n",
+                   who, out.c_str(), out.c_str());
+    }
   }
   redis::Store store(*client);
   if (Status s = store.init_schema(); !s.is_ok()) return fail(s.message());
+  // Before the run is read: one coordinator per run, however many share this Redis.
+  Result<RunLease> lease = RunLease::acquire(*client, who);
+  if (!lease.is_ok()) return fail(lease.status().message());
   const std::string where = a.redis.empty() ? out : "Redis at " + redis_url_for_display(a.redis);
   Result<std::optional<coordinator::RunRecord>> recorded = coordinator::read_run_record(store);
   if (!recorded.is_ok()) return fail("reading the run in " + where + ": " + recorded.status().message());
@@ -169,7 +203,8 @@ int run_search(const RunArgs& args) {
   if (rec && !given("evaluators")) {  // kiln:run also notes how many the run started
     Result<std::map<std::string, std::string>> fields = store.get_run();
     if (fields.is_ok() && fields->count("evaluators")) {
-      local_evaluators = static_cast<uint32_t>(std::strtoul(fields->at("evaluators").c_str(), nullptr, 10));
+      local_evaluators = static_cast<uint32_t>(  // a record edited by hand: at most the bound
+          std::min(std::strtoul(fields->at("evaluators").c_str(), nullptr, 10), 256ul));
     }
   }
 
@@ -223,6 +258,33 @@ int run_search(const RunArgs& args) {
       *checked, {*placement, total_budget, seed, islands, patience, count, triton_toolchain, rec},
       runnable, who);
   if (!eo.is_ok()) return fail(eo.status().message());
+  // The HTTP endpoints: documents built on this thread once a turn, served by the server's own.
+  // Started before the run is recorded, so that an address in use leaves no run behind.
+  coordinator::RunObserver observer({a.coordinator_mode ? "coordinator" : "run", backend,
+                                     static_cast<double>(total_budget.count())});
+  std::unique_ptr<coordinator::StatusServer> http;
+  if (checked->http_on) {
+    coordinator::StatusServerOptions so;
+    so.bind = a.http;
+    // Alive while the loop could still be waiting out a Redis outage (--redis-retry), plus a
+    // minute.
+    so.stall_after = std::chrono::milliseconds(ro.reconnect_for_ms) + std::chrono::minutes(1);
+    Result<std::unique_ptr<coordinator::StatusServer>> started =
+        coordinator::StatusServer::start(so);
+    if (!started.is_ok() && a.coordinator_mode && !a.given.count("http")) {
+      // The default address is taken (another coordinator on this host): a free port instead of
+      // failing a run that never asked for HTTP by name.
+      std::fprintf(stderr, "%s: warning: --http %s: %s; serving on a free loopback port instead\n",
+                   who, a.http.c_str(), started.status().message().c_str());
+      so.bind = "127.0.0.1:0";
+      started = coordinator::StatusServer::start(so);
+    }
+    if (!started.is_ok()) return fail("--http: " + started.status().message());
+    http = std::move(started).value();
+    std::fprintf(stderr, "%s: status page %s/ (also /status, /metrics, /healthz, /readyz)\n", who,
+                 http->url().c_str());
+    std::ofstream(out + "/http") << http->url() << "\n";
+  }
   coordinator::Engine engine(runnable, **dispatcher, *eo, &store);
   if (Status s = rec ? engine.resume() : engine.begin(); !s.is_ok()) {
     return fail((rec ? "cannot resume: " : "recording the run: ") + s.message());
@@ -233,6 +295,7 @@ int run_search(const RunArgs& args) {
     std::fprintf(stderr, "%s: run %s in %s had already finished; nothing to search, rewriting its output folder\n",
                  who, engine.record().id.c_str(), where.c_str());
     if (Status w = write_outputs(out, runnable, backend, engine); !w.is_ok()) return fail(w.message());
+    lease->release();
     print_status_table(engine.reports(), stdout);
     return 0;
   }
@@ -285,32 +348,6 @@ int run_search(const RunArgs& args) {
                runnable.size(), backend.c_str(), count, static_cast<long long>(total_budget.count()),
                redis_url_for_display(url).c_str(), out.c_str());
 
-  // The HTTP endpoints: documents built on this thread once a turn, served by the server's own.
-  coordinator::RunObserver observer({a.coordinator_mode ? "coordinator" : "run", backend,
-                                     static_cast<double>(total_budget.count())});
-  std::unique_ptr<coordinator::StatusServer> http;
-  if (checked->http_on) {
-    coordinator::StatusServerOptions so;
-    so.bind = a.http;
-    // Alive while the loop could still be waiting out a Redis outage (--redis-retry), plus a
-    // minute.
-    so.stall_after = std::chrono::milliseconds(ro.reconnect_for_ms) + std::chrono::minutes(1);
-    Result<std::unique_ptr<coordinator::StatusServer>> started =
-        coordinator::StatusServer::start(so);
-    if (!started.is_ok() && a.coordinator_mode && !a.given.count("http")) {
-      // The default address is taken (another coordinator on this host): a free port instead of
-      // failing a run that never asked for HTTP by name.
-      std::fprintf(stderr, "%s: warning: --http %s: %s; serving on a free loopback port instead\n",
-                   who, a.http.c_str(), started.status().message().c_str());
-      so.bind = "127.0.0.1:0";
-      started = coordinator::StatusServer::start(so);
-    }
-    if (!started.is_ok()) return fail("--http: " + started.status().message());
-    http = std::move(started).value();
-    std::fprintf(stderr, "%s: status page %s/ (also /status, /metrics, /healthz, /readyz)\n", who,
-                 http->url().c_str());
-    std::ofstream(out + "/http") << http->url() << "\n";
-  }
   auto publish_http = [&] {
     if (!http) return;
     observer.observe(engine, **dispatcher, &store);
@@ -333,8 +370,13 @@ int run_search(const RunArgs& args) {
       if (!s.is_ok()) spdlog::warn("writing the status of {}: {}", r.target, s.to_string());
     }
   };
+  Status lease_lost;  // another coordinator took the run over while this one stalled
   Status ran =
       engine.run(StopOnSignal::flag(), [&](const std::vector<coordinator::TargetReport>& reports) {
+        if (Status held = lease->renew(); !held.is_ok() && lease_lost.is_ok()) {
+          lease_lost = held;
+          std::raise(SIGTERM);  // stops the loop as a SIGTERM would
+        }
         workers.supervise();  // a local worker that died is started again
         publish(reports);
         publish_http();
@@ -357,6 +399,10 @@ int run_search(const RunArgs& args) {
                    ran.is_ok() ? "the coordinator was stopped" : "the coordinator failed");
   }
   workers.stop_all();
+  if (!lease_lost.is_ok()) {  // the run is the other coordinator's now: nothing is written
+    report_fatal(std::string(who) + ": " + lease_lost.message());
+    return 1;
+  }
   publish(engine.reports());
   publish_http();
   if (!ran.is_ok()) {
@@ -380,6 +426,7 @@ int run_search(const RunArgs& args) {
                      : "");
   }
   if (Status w = write_outputs(out, runnable, backend, engine); !w.is_ok()) return fail(w.message());
+  if (ran.is_ok()) lease->release();
   std::printf("\n");
   print_status_table(engine.reports(), stdout);
   print_winners(engine.reports(), "--out " + shell_quote(out), backend, stdout);

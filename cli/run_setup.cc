@@ -1,5 +1,6 @@
 #include "cli/run_setup.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -15,6 +16,7 @@
 #include "shared/build_info.h"
 #include "shared/endpoint.h"
 #include "shared/target_path.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 
@@ -96,6 +98,17 @@ Result<CheckedRunArgs> check_run_args(const RunArgs& args) {
   if (a.coordinator_mode) {
     Status bind = net::validate_endpoint(a.bind, net::EndpointUse::kBind);
     if (!bind.is_ok()) return invalid_argument("--bind " + bind.message());
+  }
+  KILN_RETURN_IF_ERROR(check_target_folders(a.targets_dir));
+  // The evaluators' cache: one they cannot create would make them fail and be started again
+  // until the budget is spent.
+  if (!a.cache_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(a.cache_dir, ec);
+    if (ec || !fs::is_directory(a.cache_dir, ec)) {
+      return invalid_argument("--cache-dir " + a.cache_dir + ": cannot create it (" +
+                              (ec ? ec.message() : std::string("not a folder")) + ")");
+    }
   }
   // The LLM agent's config and keys: a run would otherwise start it again and again.
   if (!a.llm.empty()) {
@@ -201,6 +214,18 @@ Result<RunPlacement> place_run(const RunArgs& a, std::string backend, std::vecto
       p.gpu_models = split_list(a.gpu_models);
       if (p.gpu_models.empty())
         return invalid_argument("--gpu-models: name models, or auto, or any");
+      for (const std::string& m : p.gpu_models) {
+        if (m == "auto" || m == "any") {
+          return invalid_argument("--gpu-models: " + m + " stands alone, not in a list of models");
+        }
+        const bool printable = m.size() <= 100 && std::all_of(m.begin(), m.end(), [](char c) {
+                                 return c >= 0x20 && c <= 0x7e;
+                               });
+        if (!printable) {
+          return invalid_argument("--gpu-models: '" + log_safe(m, 60) +
+                                  "': a model is 1 to 100 printable ASCII characters");
+        }
+      }
     }
   }
 #ifdef KILN_HAVE_CUDA

@@ -40,6 +40,13 @@ Result<std::vector<coordinator::TargetReport>> from_redis(const std::string& url
   KILN_ASSIGN_OR_RETURN(redis::RedisClient client, redis::RedisClient::connect(o));
   redis::Store store(client);
   KILN_ASSIGN_OR_RETURN(auto statuses, store.target_statuses());
+  if (statuses.empty()) {
+    Result<std::map<std::string, std::string>> run = store.get_run();
+    if (!run.is_ok() || run->empty()) {
+      return not_found("no kiln run is recorded in Redis at " + redis_url_for_display(url) +
+                       " (kiln:run is absent); is this the run's Redis?");
+    }
+  }
   std::vector<coordinator::TargetReport> out;
   for (const auto& [name, fields] : statuses) out.push_back(report_from_fields(name, fields));
   return out;

@@ -2,9 +2,11 @@
 #include "coordinator/run_record.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "coordinator/search.h"
 #include "coordinator/stored_fields.h"
 
 namespace kiln::coordinator {
@@ -94,6 +96,14 @@ Result<std::optional<RunRecord>> read_run_record(redis::Store& store) {
   r.budget_s = static_cast<int64_t>(*budget);
   r.starts = static_cast<uint32_t>(*starts);
   r.spent_s = *spent;
+  if (!std::isfinite(r.spent_s) || r.spent_s < 0) {
+    return data_loss("kiln:run: field 'spent_s': " + field(f, "spent_s") +
+                     " is not a number of seconds >= 0");
+  }
+  if (r.islands == 0 || r.islands > kMaxIslands || r.capacity == 0 || r.capacity > kMaxPopulation) {
+    return data_loss("kiln:run: fields 'islands' and 'capacity' out of range (" +
+                     field(f, "islands") + ", " + field(f, "capacity") + ")");
+  }
   // Runs recorded before populations were per GPU model searched one population, fed by any.
   r.gpu_models = {""};
   if (f.count("gpu_models")) {

@@ -46,7 +46,9 @@ Result<nlohmann::json> load_probe(Sandbox& sandbox, Compiler& compiler, const Co
                                   const fs::path& dir, const std::string& what) {
   CompileOutput out = compiler.compile(req);
   if (!out.ok) return internal_error("compiling the " + what + " failed:\n" + out.log);
-  fs::create_directories(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return unavailable("creating " + dir.string() + ": " + ec.message());
   fs::path bin = dir / (req.kernel_name + "-" + out.cache_key.substr(0, 16) +
                         (sandbox.backend() == "cuda" ? ".cubin" : ".so"));
   // Evaluators that start together share the folder: each writes the whole probe or none of it.

@@ -192,14 +192,15 @@ Result<ExportCandidate> from_run_folder(const std::string& out, const RunSelecti
   KILN_ASSIGN_OR_RETURN(std::string unit, pick_unit(units, sel, out));
   KILN_ASSIGN_OR_RETURN(ExportCandidate c,
                         best_from_file(best_dir / (unit + ".json"), sel.target, targets_dirs));
+  // A shorter prefix could match another candidate as well as the best.
+  if (!sel.candidate_id.empty() && sel.candidate_id.size() < 8)
+    return invalid_argument("--candidate: give at least 8 hex digits of the id");
   if (sel.candidate_id.empty() || c.candidate_id.rfind(sel.candidate_id, 0) == 0) {
     if (c.source.empty()) return data_loss(c.origin + " holds no kernel source");
     return c;
   }
 
   // Another candidate: its verified row in results.jsonl.
-  if (sel.candidate_id.size() < 8)
-    return invalid_argument("--candidate: give at least 8 hex digits of the id");
   const std::string rows_path = (fs::path(out) / "results.jsonl").string();
   std::ifstream rows(rows_path);
   std::string line;

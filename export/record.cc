@@ -1,6 +1,7 @@
 // The export folder and its record: see record.h.
 #include "export/record.h"
 
+#include <algorithm>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -9,12 +10,25 @@
 #include "shared/build_info.h"
 #include "shared/hash.h"
 #include "shared/json_fields.h"
+#include "shared/text.h"
 
 namespace kiln::exporter {
 namespace fs = std::filesystem;
 namespace {
 
+// The most kiln reads of one file of an export (its sources and record are far smaller).
+constexpr uintmax_t kMaxExportFileBytes = uintmax_t{64} << 20;
+
+// A regular file of the export, not a link, device or fifo (a record may be edited to name
+// /dev/zero), and not over kMaxExportFileBytes.
 Result<std::string> read_all(const fs::path& p) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(p, ec);
+  if (ec || !fs::exists(st)) return not_found("cannot read " + p.string());
+  if (!fs::is_regular_file(st)) return invalid_argument(p.string() + " is not a regular file");
+  if (fs::file_size(p, ec) > kMaxExportFileBytes || ec) {
+    return invalid_argument(p.string() + " is larger than an export's files are (64 MiB)");
+  }
   std::ifstream in(p, std::ios::binary);
   if (!in) return not_found("cannot read " + p.string());
   std::ostringstream ss;
@@ -80,6 +94,27 @@ Status read_kernel(const fs::path& root, const nlohmann::json& r, const std::str
   c.candidate_id = r.value("candidate_id", "");
   c.gpu_model = r.value("gpu_model", "");
   c.arch = r.value("arch", "");
+  // The template's own text: its parameters must be a configuration of its space (values outside
+  // it were compiled and run, and crashed the sandbox, instead of being refused).
+  const KernelSpec* tmpl =
+      c.target.backend(c.backend)->tunable ? &*c.target.backend(c.backend)->tunable : nullptr;
+  if (c.is_template && tmpl && c.source == tmpl->source) {
+    for (const auto& [name, values] : tmpl->space) {
+      const auto given = c.params.find(name);
+      const bool listed =
+          given != c.params.end() && std::any_of(values.begin(), values.end(), [&](int64_t v) {
+            return std::to_string(v) == given->second;
+          });
+      if (!listed) {
+        std::string allowed;
+        for (int64_t v : values) allowed += (allowed.empty() ? "" : ", ") + std::to_string(v);
+        return invalid_argument(where +
+                                ": params are not a configuration of the template: " + name + "=" +
+                                (given == c.params.end() ? "(none)" : log_safe(given->second, 40)) +
+                                " (it takes " + allowed + ")");
+      }
+    }
+  }
   return Status::ok();
 }
 
@@ -237,6 +272,14 @@ Result<ExportFolder> read_export_fields(const std::string& dir) {
     return invalid_argument("the record names a backend the target lacks: " + c.backend);
   KILN_RETURN_IF_ERROR(read_kernel(root, r, (root / kRecordFile).string(), c));
   KILN_ASSIGN_OR_RETURN(c.dtype, parse_dtype(r.value("dtype", "")));
+  {
+    const std::vector<DType>& dtypes = c.target.backend(c.backend)->dtypes;
+    if (std::find(dtypes.begin(), dtypes.end(), c.dtype) == dtypes.end()) {
+      return invalid_argument((root / kRecordFile).string() + ": dtype " +
+                              std::string(dtype_name(c.dtype)) + " is not one the " + c.backend +
+                              " kernels of " + c.target.name + " take");
+    }
+  }
   const nlohmann::json entries = r.value("entries", nlohmann::json());
   if (!entries.is_null() && !entries.is_array())
     return invalid_argument((root / kRecordFile).string() + ": \"entries\" is not a list");
@@ -261,6 +304,12 @@ Result<ExportFolder> read_export_fields(const std::string& dir) {
   c.origin = dir;
   const nlohmann::json files = r.value("files", nlohmann::json::object());
   for (const auto& [name, hash] : files.items()) {
+    const fs::path rel(name);
+    if (name.empty() || rel.is_absolute() ||
+        std::any_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; })) {
+      return invalid_argument((root / kRecordFile).string() +
+                              " lists a file outside the export: '" + log_safe(name, 100) + "'");
+    }
     Result<std::string> now = read_all(root / name);
     if (!now.is_ok() || !hash.is_string() || sha256_hex(*now) != hash.get<std::string>())
       out.changed_files.push_back(name);

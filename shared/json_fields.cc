@@ -14,6 +14,15 @@ Result<nlohmann::json> load_json_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     return invalid_argument(path + ": a folder, where a JSON file was expected");
   }
+  // A device or fifo (a link to /dev/zero) would be read without end.
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    return invalid_argument(path + ": not a regular file, where a JSON file was expected");
+  }
+  if (std::filesystem::exists(path, ec) &&
+      std::filesystem::file_size(path, ec) > kMaxJsonFileBytes) {
+    return invalid_argument(path + ": larger than the " + std::to_string(kMaxJsonFileBytes >> 20) +
+                            " MiB kiln reads of a JSON file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return not_found(path + ": cannot open file");
   std::stringstream buffer;

@@ -15,7 +15,9 @@
 
 namespace kiln {
 
-// Reads and parses a JSON file; the error gives the file and the parser's position.
+// Reads and parses a JSON file (a regular file of at most kMaxJsonFileBytes); the error gives the
+// file and the parser's position.
+inline constexpr uintmax_t kMaxJsonFileBytes = uintmax_t{256} << 20;
 Result<nlohmann::json> load_json_file(const std::string& path);
 
 // Runs `read`, which reads fields of the JSON document of `file` (a record kiln wrote), and turns

@@ -46,6 +46,8 @@ std::string log_tail(const std::string& path) {
 
 }  // namespace
 
+std::string local_redis_log_tail(const std::string& dir) { return log_tail(dir + "/redis.log"); }
+
 std::string find_redis_server() {
   if (const char* env = std::getenv("KILN_REDIS_SERVER"); env && *env) return env;
   std::error_code ec;

@@ -43,4 +43,7 @@ class LocalRedis {
 // The redis-server executable kiln would start.
 std::string find_redis_server();
 
+// The last lines (about 2 KB) of the log of the private Redis in `dir` ("" when there is none).
+std::string local_redis_log_tail(const std::string& dir);
+
 }  // namespace kiln

@@ -91,6 +91,7 @@ std::string lease(std::string_view task) { return join({"lease", task}); }
 std::string inflight() { return join({"inflight"}); }
 std::string targets() { return join({"targets"}); }
 std::string run() { return join({"run"}); }
+std::string lease() { return join({"lease"}); }
 std::string events(std::string_view run) { return join({"events", run}); }
 std::string step_token(std::string_view run) { return join({"step", run}); }
 

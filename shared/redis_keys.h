@@ -41,6 +41,7 @@ std::string lease(std::string_view task);                          // kiln:lease
 std::string inflight();                                            // kiln:inflight
 std::string targets();                                             // kiln:targets (set of names)
 std::string run();                                                 // kiln:run (the run's record)
+std::string lease();  // kiln:lease: "HOST PID TOKEN" of the coordinator running the run
 std::string events(std::string_view run);                          // kiln:events:{run}
 // kiln:step:{run}: the token of the last search step written (Store::write_step)
 std::string step_token(std::string_view run);

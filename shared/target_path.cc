@@ -71,8 +71,20 @@ std::vector<std::string> target_folders(const std::string& dirs) {
 
 bool has_own_targets(const std::string& dirs) { return !own_folders(dirs).empty(); }
 
+Status check_target_folders(const std::string& dirs) {
+  for (const auto& f : own_folders(dirs)) {
+    std::error_code ec;
+    if (!fs::is_directory(f, ec)) {
+      return not_found("targets folder " + log_safe(f, 200) + " does not exist (" +
+                       (dirs.empty() ? "$KILN_TARGETS_DIR" : "--targets-dir") + ")");
+    }
+  }
+  return Status::ok();
+}
+
 Result<std::string> find_target(const std::string& dirs, const std::string& name) {
   if (name.empty()) return invalid_argument("an empty target name");
+  KILN_RETURN_IF_ERROR(check_target_folders(dirs));
   if (holds_target(name)) return name;
   const std::vector<std::string> folders = target_folders(dirs);
   const bool is_path = name.find('/') != std::string::npos || name == "." || name == "..";

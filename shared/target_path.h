@@ -19,6 +19,10 @@ std::vector<std::string> target_folders(const std::string& dirs);
 // Whether `dirs` or $KILN_TARGETS_DIR names folders of the user's.
 bool has_own_targets(const std::string& dirs);
 
+// NOT_FOUND naming the first of `dirs` (or of $KILN_TARGETS_DIR where `dirs` is empty) that is
+// not a folder: a misspelt --targets-dir would otherwise fall back to the built-in targets.
+Status check_target_folders(const std::string& dirs);
+
 // The folder of target `name`: `name` itself when it is a folder holding a target.json, else the
 // first folder of target_folders(dirs) with a `name` subfolder holding one. NOT_FOUND names the
 // folders searched.

@@ -49,8 +49,11 @@ Status zmq_status(const zmq::error_t& error, const std::string& what) {
     case EPROTONOSUPPORT:
     case ENOCOMPATPROTO:
     case EADDRNOTAVAIL:
-    case ENODEV:
       return invalid_argument(std::move(message));
+    case ENODEV:  // a bind to a name libzmq took for an interface: "localhost", an IPv6 address
+      return invalid_argument(std::move(message) +
+                              " (a bind takes an IPv4 address such as 127.0.0.1 or 0.0.0.0, *, "
+                              "or a network interface's name such as eth0)");
     case EMFILE:
     case ENOMEM:
       return {StatusCode::kResourceExhausted, std::move(message)};

@@ -1,7 +1,11 @@
 // Inputs found by trying to break the `kiln` binary as a hostile user would: each one crashed it,
 // aborted it, ran something other than what was asked, or left files behind. Each now gets a
 // clear error (exit code 2 for bad usage) and changes nothing.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -116,13 +120,20 @@ TEST(BadInput, ARunInAPathWithASpaceAndItsRecordsChangedByHand) {
   testing::TempDir dir;
   const std::string run = dir.file("my runs/first run");
   std::string text;
+  // Its output read by a reader that leaves after one line: the run finishes all the same (it
+  // died of SIGPIPE, leaving its Redis running and nothing written).
   ASSERT_EQ(
-      run_command(kiln_binary() + " run --backend cpu --targets reduce --budget 5s " +
-                      "--patience 2 --cache-dir " + dir.file("cache") + " --out '" + run + "' 2>&1",
+      run_command("{ " + kiln_binary() +
+                      " run --backend cpu --targets reduce --budget 5s --patience 2 " +
+                      "--cache-dir " + dir.file("cache") + " --out '" + run + "' 2>" +
+                      dir.file("run.err") + "; echo $? > " + dir.file("run.rc") + "; } | head -1",
                   &text),
       0)
       << text;
-  ASSERT_TRUE(fs::exists(run + "/best/reduce.json")) << text;
+  EXPECT_EQ(testing::read_file(dir.file("run.rc")), "0\n")
+      << testing::read_file(dir.file("run.err"));
+  ASSERT_TRUE(fs::exists(run + "/best/reduce.json")) << testing::read_file(dir.file("run.err"));
+  ASSERT_TRUE(fs::exists(run + "/summary.json")) << testing::read_file(dir.file("run.err"));
 
   const std::string q = "'" + run + "'";
   EXPECT_EQ(run_command(kiln_binary() + " export reduce --out " + q + " --to " +
@@ -131,6 +142,30 @@ TEST(BadInput, ARunInAPathWithASpaceAndItsRecordsChangedByHand) {
             0)
       << text;
   nlohmann::json record = testing::read_json(dir.file("exported/kiln-export.json"));
+  nlohmann::json outside = record;  // a file named outside the export (it read /dev/zero)
+  outside["files"] = {{"../../../../dev/zero", "x"}};
+  std::ofstream(dir.file("exported/kiln-export.json")) << outside.dump(2);
+  EXPECT_EQ(run_command(kiln_binary() + " verify " + dir.file("exported") + " 2>&1", &text), 2)
+      << text;
+  EXPECT_NE(text.find("lists a file outside the export: '../../../../dev/zero'"), std::string::npos)
+      << text;
+  nlohmann::json other = record;  // a dtype the kernels do not take: was internal_error, exit 1
+  other["dtype"] = "f64";
+  std::ofstream(dir.file("exported/kiln-export.json")) << other.dump(2);
+  EXPECT_EQ(run_command(kiln_binary() + " verify " + dir.file("exported") + " 2>&1", &text), 2)
+      << text;
+  EXPECT_NE(text.find("dtype f64 is not one the cpu kernels of reduce take"), std::string::npos)
+      << text;
+  if (record["kernel"]["from"] == "template") {  // values outside the space: it ran, and crashed
+    other = record;
+    other["params"]["UNROLL"] = "999999999";
+    std::ofstream(dir.file("exported/kiln-export.json")) << other.dump(2);
+    EXPECT_EQ(run_command(kiln_binary() + " verify " + dir.file("exported") + " 2>&1", &text), 2)
+        << text;
+    EXPECT_NE(text.find("params are not a configuration of the template: UNROLL=999999999"),
+              std::string::npos)
+        << text;
+  }
   record["dtype"] = 5;
   std::ofstream(dir.file("exported/kiln-export.json")) << record.dump(2);
   EXPECT_EQ(run_command(kiln_binary() + " verify " + dir.file("exported") + " 2>&1", &text), 2)
@@ -138,6 +173,33 @@ TEST(BadInput, ARunInAPathWithASpaceAndItsRecordsChangedByHand) {
   EXPECT_NE(text.find("kiln-export.json: a field does not hold what kiln writes"),
             std::string::npos)
       << text;
+
+  // A report does not overwrite the run's own files, nor a fifo (it became a regular file).
+  const std::string rows = testing::read_file(run + "/results.jsonl");
+  EXPECT_EQ(run_command(kiln_binary() + " report " + q + " --out '" + run + "/results.jsonl' 2>&1",
+                        &text),
+            2)
+      << text;
+  EXPECT_NE(text.find("the run's own files are not overwritten"), std::string::npos) << text;
+  EXPECT_EQ(testing::read_file(run + "/results.jsonl"), rows);
+  ASSERT_EQ(run_command("mkfifo " + dir.file("fifo"), &text), 0) << text;
+  EXPECT_EQ(
+      run_command(kiln_binary() + " report " + q + " --out " + dir.file("fifo") + " 2>&1", &text),
+      2)
+      << text;
+  EXPECT_TRUE(fs::is_fifo(dir.file("fifo")));
+  // Output that cannot be written is a failure, said.
+  EXPECT_EQ(
+      run_command("(" + kiln_binary() + " report " + q + " --format md > /dev/full) 2>&1", &text),
+      1)
+      << text;
+  EXPECT_NE(text.find("writing the output failed"), std::string::npos) << text;
+  EXPECT_EQ(run_command(kiln_binary() + " export reduce --out " + q + " --candidate 3 --to " +
+                            dir.file("short") + " 2>&1",
+                        &text),
+            2)
+      << text;  // one hex digit matched the best, and could have matched others
+  EXPECT_NE(text.find("give at least 8 hex digits"), std::string::npos) << text;
 
   nlohmann::json best = testing::read_json(run + "/best/reduce.json");
   best["source"] = 5;
@@ -167,6 +229,88 @@ TEST(BadInput, ARunWhoseLlmConfigCannotBeReadStartsNothing) {
       << text;  // was: a run that started the LLM agent again and again
   EXPECT_NE(text.find("--llm: "), std::string::npos) << text;
   EXPECT_FALSE(fs::exists(dir.file("run"))) << text;
+}
+
+// Workers' options that made them abort, spin or print escapes, and coordinator options that
+// were taken literally: refused before anything starts.
+TEST(BadInput, WorkersAndCoordinatorsRefuseOptionsTheyCannotWorkWith) {
+  testing::TempDir dir;
+  const std::string evaluator =
+      kiln_binary() + " evaluator --backend cpu --connect tcp://127.0.0.1:1 ";
+  std::string text;
+  for (const std::string option :
+       {"--compile-threads 0", "--compile-threads 100000", "--heartbeat-ms 0", "--capacity 0"}) {
+    EXPECT_EQ(run_command(evaluator + option + " 2>&1", &text), 2)
+        << option << ": " << text;  // was: an abort (134), or a reconnect every second
+  }
+  dir.write("id", "ev\x1b[31m");
+  EXPECT_EQ(run_command(evaluator + "--worker-id \"$(cat " + dir.file("id") + ")\" 2>&1", &text), 2)
+      << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << text;
+  EXPECT_EQ(
+      run_command(kiln_binary() + " evaluator --backend cpu --connect inproc://x 2>&1", &text),
+      2)
+      << text;  // was: "connected", then "coordinator silent" forever
+  EXPECT_NE(text.find("inproc:// reaches only the same process"), std::string::npos) << text;
+  EXPECT_EQ(run_command(evaluator + "--targets-dir " + dir.file("nope") + " 2>&1", &text), 2)
+      << text;  // was: the built-in targets, silently
+  EXPECT_NE(text.find("does not exist (--targets-dir)"), std::string::npos) << text;
+  EXPECT_EQ(run_command(evaluator + "--cache-dir /proc/kiln-nope 2>&1", &text), 2) << text;
+  EXPECT_NE(text.find("--cache-dir /proc/kiln-nope: cannot create it"), std::string::npos) << text;
+  EXPECT_EQ(run_command(kiln_binary() + " agent --connect tcp://127.0.0.1:1 --heartbeat-ms 0 2>&1",
+                        &text),
+            2)
+      << text;
+  EXPECT_EQ(run_command(kiln_binary() + " coordinator --backend cpu --bind 'tcp://127.0.0.1:*' " +
+                            "--gpu-models auto,any --out " + dir.file("gm") + " 2>&1",
+                        &text),
+            2)
+      << text;  // was: two populations, of models named "auto" and "any"
+  EXPECT_NE(text.find("--gpu-models: auto stands alone"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(dir.file("gm"))) << text;
+  EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --targets reduce --cache-dir " +
+                            "/proc/kiln-nope --out " + dir.file("q") + " 2>&1",
+                        &text),
+            2)
+      << text;  // was: evaluators failing until the budget was spent, then exit 0
+  EXPECT_FALSE(fs::exists(dir.file("q"))) << text;
+}
+
+// An --http address in use stopped the run after it was recorded: the next try with the same
+// --out was refused as "already holds run".
+TEST(BadInput, AnHttpAddressInUseLeavesNoRunBehind) {
+  testing::TempDir dir;
+  const int busy = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(busy, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(busy, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(busy, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(busy, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  std::string text;
+  EXPECT_EQ(run_command(kiln_binary() + " run --backend cpu --targets reduce --http 127.0.0.1:" +
+                            port + " --out " + dir.file("hu") + " 2>&1",
+                        &text),
+            2)
+      << text;
+  EXPECT_NE(text.find("Address already in use"), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(dir.file("hu"))) << text;
+  close(busy);
+}
+
+// A Redis that holds no kiln run showed an empty table and exit 0.
+TEST(BadInput, StatusOfARedisWithoutARunSaysSo) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.started()) << redis.error();
+  std::string text;
+  EXPECT_EQ(
+      run_command(kiln_binary() + " status --redis unix://" + redis.socket_path() + " 2>&1", &text),
+      2)
+      << text;
+  EXPECT_NE(text.find("no kiln run is recorded"), std::string::npos) << text;
 }
 
 }  // namespace

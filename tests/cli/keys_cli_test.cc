@@ -72,7 +72,7 @@ TEST(KilnKeys, NewWritesAPrivateSecretAndItsPublicKey) {
 TEST(KilnKeys, AllowBuildsAListTheCoordinatorReads) {
   testing::TempDir dir;
   std::string out;
-  for (const char* name : {"alpha", "beta"}) {
+  for (const char* name : {"alpha", "beta", "gamma"}) {
     ASSERT_EQ(
         run_command(kiln_binary() + " keys new --out " + dir.path() + " --name " + name + " 2>&1",
                     &out),
@@ -96,6 +96,15 @@ TEST(KilnKeys, AllowBuildsAListTheCoordinatorReads) {
                         &out),
             2);
   EXPECT_TRUE(has(out, "already has a key named 'alpha'")) << out;
+  // A refusal adds none of the keys given with it (gamma was added, then alpha refused).
+  EXPECT_EQ(run_command(kiln_binary() + " keys allow --list " + list + " " + dir.file("gamma.pub") +
+                            " " + dir.file("alpha.pub") + " 2>&1",
+                        &out),
+            2);
+  EXPECT_TRUE(has(out, "nothing added")) << out;
+  Result<net::AllowList> unchanged = net::read_allow_list(list);
+  ASSERT_TRUE(unchanged.is_ok()) << unchanged.status().to_string();
+  EXPECT_EQ(unchanged->names_by_key.size(), 2u);
   EXPECT_EQ(run_command(kiln_binary() + " keys allow --list " + list + " " + dir.file("alpha.key") +
                             " 2>&1",
                         &out),

@@ -137,6 +137,17 @@ TEST_F(EngineResumeTest, AnEngineRebuiltFromRedisHasTheSameStateAndFinishesTheRu
   ASSERT_TRUE(record.is_ok() && record->has_value());
   EXPECT_EQ((*record)->state, "finished");
   EXPECT_GT((*record)->spent_s, 0);
+  // A record edited by hand to a time spent that is no time is refused, not resumed with a
+  // budget of 100030 s left.
+  const std::string spent = std::to_string((*record)->spent_s);
+  for (const char* bad : {"-100000", "nan", "inf"}) {
+    ASSERT_TRUE(store_->put_run({{"spent_s", bad}}).is_ok());
+    auto edited = read_run_record(*store_);
+    ASSERT_FALSE(edited.is_ok()) << bad;
+    EXPECT_NE(edited.status().message().find("spent_s"), std::string::npos)
+        << edited.status().message();
+  }
+  ASSERT_TRUE(store_->put_run({{"spent_s", spent}}).is_ok());
 
   // A resume of the finished run rebuilds it and has nothing to send.
   auto d3 = dispatcher();

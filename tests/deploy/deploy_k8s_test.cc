@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/k8s_manifests.h"
 #include "cli/yaml_text.h"
@@ -68,11 +70,38 @@ TEST(DeployK8s, RefusesUnpinnedImagesUnknownProductsAndAFolderInUse) {
   EXPECT_NE(output.find("not a node label value"), std::string::npos) << output;
   EXPECT_EQ(deploy("--out " + dir.file("a") + kImages + " --gpus X=zero", &output), "rc=2");
   EXPECT_NE(output.find("PRODUCT=COUNT"), std::string::npos) << output;
+  // Each of these was written as given, into manifests that fail when applied or run.
+  for (const auto& [options, says] : std::vector<std::pair<std::string, std::string>>{
+           {" --gpus 'X=1,X=2'", "'X' is named twice"},
+           {" --gpus 'H100.80=1,H100-80=2'", "names the same Job"},
+           {" --gpus X=1 --budget forever", "--budget"},
+           {" --gpus X=1 --budget 0s", "needs some time"},
+           {" --gpus X=1 --storage lots", "a Kubernetes quantity"},
+           {" --gpus X=1 --storage-class 'Bad Class!'", "--storage-class"},
+           {" --gpus X=1 --targets 'reduce,no such'", "is not a target name"}}) {
+    EXPECT_EQ(deploy("--out " + dir.file("a") + kImages + options, &output), "rc=2") << options;
+    EXPECT_NE(output.find(says), std::string::npos) << options << ": " << output;
+  }
+  EXPECT_EQ(deploy("--out " + dir.file("a") +
+                       " --image 'kiln:1 --evil' --evaluator-image kiln-cuda:1 --gpus X=1",
+                   &output),
+            "rc=2");
+  EXPECT_NE(output.find("holds a space or control character"), std::string::npos) << output;
   EXPECT_FALSE(std::filesystem::exists(dir.file("a")))
       << "nothing is written when the options are wrong";
   ASSERT_EQ(deploy("--out " + dir.file("a") + kImages + " --gpus X=1", &output), "rc=0") << output;
   EXPECT_EQ(deploy("--out " + dir.file("a") + kImages + " --gpus X=1", &output), "rc=2");
   EXPECT_NE(output.find("--force"), std::string::npos) << output;
+  // --force over a deploy with a sweep: the sweep's manifest goes with the sweep.
+  ASSERT_EQ(deploy("--out " + dir.file("b") + kImages +
+                       " --gpus X=1 --sweep-targets reduce --sweep-gpu X",
+                   &output),
+            "rc=0")
+      << output;
+  ASSERT_TRUE(std::filesystem::exists(dir.file("b/50-sweep.yaml"))) << output;
+  ASSERT_EQ(deploy("--out " + dir.file("b") + kImages + " --gpus X=1 --force", &output), "rc=0")
+      << output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("b/50-sweep.yaml"))) << output;
 }
 
 TEST(YamlText, WritesMappingsListsAndScalarsThatReadBackAsTheyWere) {

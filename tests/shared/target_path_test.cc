@@ -106,6 +106,12 @@ TEST_F(TargetPath, LoadsEveryTargetOnceOrOnlyTheOwnOnes) {
     }
   }
   EXPECT_FALSE(load_target_path(dir_.file("missing"), true).is_ok());
+  // A misspelt folder is said, not passed over for the built-in target of that name.
+  Result<std::string> found = find_target(dir_.file("missing"), "reduce");
+  ASSERT_FALSE(found.is_ok());
+  EXPECT_NE(found.status().message().find("missing does not exist (--targets-dir)"),
+            std::string::npos)
+      << found.status().message();
 }
 
 }  // namespace
