@@ -24,11 +24,6 @@ int run_agent(agent::AgentOptions options, const std::string& backends,
     report_fatal("kiln agent: --connect " + s.message());
     return 2;
   }
-  if (options.connect.rfind("inproc://", 0) == 0) {  // no coordinator is in this process
-    report_fatal("kiln agent: --connect " + options.connect +
-                 ": inproc:// reaches only the same process; use tcp://HOST:PORT or ipc://PATH");
-    return 2;
-  }
   Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln agent");
   if (!keys.is_ok()) {
     report_fatal("kiln agent: " + keys.status().message());

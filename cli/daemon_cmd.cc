@@ -25,11 +25,6 @@ int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
     report_fatal("kiln evaluator: --connect " + s.message());
     return 2;
   }
-  if (options.connect.rfind("inproc://", 0) == 0) {  // no coordinator is in this process
-    report_fatal("kiln evaluator: --connect " + options.connect +
-                 ": inproc:// reaches only the same process; use tcp://HOST:PORT or ipc://PATH");
-    return 2;
-  }
   Result<net::CurveClient> keys = resolve_worker_curve(curve, options.connect, "kiln evaluator");
   if (!keys.is_ok()) {
     report_fatal("kiln evaluator: " + keys.status().message());
@@ -42,11 +37,8 @@ int run_daemon(eval::DaemonOptions options, const WorkerCurveArgs& curve) {
     return 2;
   }
   if (options.cache_dir.empty()) options.cache_dir = eval::default_cache_dir();
-  std::error_code ec;
-  std::filesystem::create_directories(options.cache_dir, ec);
-  if (ec || !std::filesystem::is_directory(options.cache_dir, ec)) {
-    report_fatal("kiln evaluator: --cache-dir " + options.cache_dir + ": cannot create it (" +
-                 (ec ? ec.message() : std::string("not a folder")) + ")");
+  if (Status s = eval::make_cache_dir(options.cache_dir); !s.is_ok()) {
+    report_fatal("kiln evaluator: " + s.message());
     return 2;
   }
   StopOnSignal stop(StopOnSignal::Syscalls::kInterrupt);

@@ -6,18 +6,19 @@
 
 namespace kiln::cli {
 
-// A name that other machines and files show (a worker id, a GPU model): 1 to 100 printable ASCII
-// characters, so that it can be neither empty nor a terminal escape.
+// Why `v` cannot be a name that other machines and files show (a worker id, a GPU model), or "":
+// 1 to 100 printable ASCII characters, so that it can be neither empty nor a terminal escape.
+inline std::string printable_name_problem(const std::string& v) {
+  if (v.empty() || v.size() > 100) return "expected 1 to 100 characters";
+  for (unsigned char c : v) {
+    if (c < 0x20 || c > 0x7e) return "expected printable ASCII characters";
+  }
+  return "";
+}
+
 inline CLI::Validator printable_name() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        if (v.empty() || v.size() > 100) return "expected 1 to 100 characters";
-        for (unsigned char c : v) {
-          if (c < 0x20 || c > 0x7e) return "expected printable ASCII characters";
-        }
-        return "";
-      },
-      "NAME", "printable name");
+  return CLI::Validator([](std::string& v) { return printable_name_problem(v); }, "NAME",
+                        "printable name");
 }
 
 }  // namespace kiln::cli

@@ -135,7 +135,7 @@ int run_search(const RunArgs& args) {
   Result<redis::RedisClient> client = connect_when_loaded(ro);
   if (!client.is_ok()) {
     // A private Redis that died while loading its AOF (a damaged file) says why in its log.
-    const std::string log = local ? local_redis_log_tail(out + "/redis") : "";
+    const std::string log = local ? local->log_tail() : "";
     return fail("connecting to Redis at " + redis_url_for_display(url) + ": " +
                 client.status().message() +
                 (log.empty() ? ""
@@ -147,23 +147,12 @@ int run_search(const RunArgs& args) {
   // A process killed mid-write leaves the AOF's last command cut short, and Redis loads what is
   // before the cut; a file cut deep down loads the same way, with most of the run gone. Said here,
   // not only in redis.log, since the run continues from what was loaded.
-  if (local) {
-    // Redis's log lines begin "<pid>:M": this server's, not an earlier one's.
-    const std::string log = "\n" + local_redis_log_tail(out + "/redis");
-    const std::string mine = "\n" + std::to_string(local->pid()) + ":";
-    bool truncated = false;
-    for (size_t at = log.find(mine); at != std::string::npos; at = log.find(mine, at + 1)) {
-      const size_t end = log.find('\n', at + 1);
-      truncated =
-          truncated || log.substr(at, end - at).find("aof-load-truncated") != std::string::npos;
-    }
-    if (truncated) {
-      std::fprintf(stderr,
-                   "%s: WARNING: the private Redis's AOF (%s/redis/appendonlydir) was cut short; "
-                   "Redis loaded what came before the cut, and the run continues from that (see "
-                   "%s/redis/redis.log; a copy of the folder keeps what is there now)\n",
-                   who, out.c_str(), out.c_str());
-    }
+  if (local && local->loaded_truncated_aof()) {
+    std::fprintf(stderr,
+                 "%s: WARNING: the private Redis's AOF (%s/redis/appendonlydir) was cut short; "
+                 "Redis loaded what came before the cut, and the run continues from that (see "
+                 "%s/redis/redis.log; a copy of the folder keeps what is there now)\n",
+                 who, out.c_str(), out.c_str());
   }
   redis::Store store(*client);
   if (Status s = store.init_schema(); !s.is_ok()) return fail(s.message());

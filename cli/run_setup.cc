@@ -6,12 +6,14 @@
 #include <set>
 
 #include "agent/llm/llm_config.h"
+#include "cli/option_checks.h"
 #include "cli/plan_sweep.h"
 #include "cli/resume_command.h"
 #include "cli/run_support.h"
 #include "coordinator/search.h"
 #include "evaluator/cuda/cuda_probe.h"
 #include "evaluator/profile/plan.h"
+#include "evaluator/toolchain.h"
 #include "shared/backends.h"
 #include "shared/build_info.h"
 #include "shared/endpoint.h"
@@ -102,14 +104,7 @@ Result<CheckedRunArgs> check_run_args(const RunArgs& args) {
   KILN_RETURN_IF_ERROR(check_target_folders(a.targets_dir));
   // The evaluators' cache: one they cannot create would make them fail and be started again
   // until the budget is spent.
-  if (!a.cache_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(a.cache_dir, ec);
-    if (ec || !fs::is_directory(a.cache_dir, ec)) {
-      return invalid_argument("--cache-dir " + a.cache_dir + ": cannot create it (" +
-                              (ec ? ec.message() : std::string("not a folder")) + ")");
-    }
-  }
+  if (!a.cache_dir.empty()) KILN_RETURN_IF_ERROR(eval::make_cache_dir(a.cache_dir));
   // The LLM agent's config and keys: a run would otherwise start it again and again.
   if (!a.llm.empty()) {
     Result<agent::llm::LlmConfig> llm = agent::llm::load_llm_config(a.llm);
@@ -218,10 +213,7 @@ Result<RunPlacement> place_run(const RunArgs& a, std::string backend, std::vecto
         if (m == "auto" || m == "any") {
           return invalid_argument("--gpu-models: " + m + " stands alone, not in a list of models");
         }
-        const bool printable = m.size() <= 100 && std::all_of(m.begin(), m.end(), [](char c) {
-                                 return c >= 0x20 && c <= 0x7e;
-                               });
-        if (!printable) {
+        if (!printable_name_problem(m).empty()) {
           return invalid_argument("--gpu-models: '" + log_safe(m, 60) +
                                   "': a model is 1 to 100 printable ASCII characters");
         }

@@ -2,6 +2,7 @@
 #include "evaluator/toolchain.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "evaluator/cpu/cpu_compiler.h"
 #include "evaluator/cuda/nvrtc_compiler.h"
@@ -35,6 +36,16 @@ std::string default_cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln";
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
   return "/tmp/kiln-cache";
+}
+
+Status make_cache_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec)) {
+    return invalid_argument("--cache-dir " + dir + ": cannot create it (" +
+                            (ec ? ec.message() : std::string("not a folder")) + ")");
+  }
+  return Status::ok();
 }
 
 }  // namespace kiln::eval

@@ -28,4 +28,8 @@ class Toolchain {
 // Default work/cache folder: $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
 std::string default_cache_dir();
 
+// Creates `dir` (a --cache-dir) or says why it cannot be: "--cache-dir DIR: cannot create it
+// (...)". Workers that cannot write their cache would fail at every task.
+Status make_cache_dir(const std::string& dir);
+
 }  // namespace kiln::eval

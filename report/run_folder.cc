@@ -44,11 +44,15 @@ std::map<std::string, std::string> params(const json& j) {
   return out;
 }
 
-// A path that is a folder opens, and the first read then throws: refused before.
+// A folder opens, and the first read then throws; a device or fifo (a link to /dev/zero) is read
+// without end: refused before.
 Status not_a_folder(const fs::path& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
     return invalid_argument(path.string() + " is a folder, where kiln writes a file");
+  }
+  if (fs::exists(path, ec) && !fs::is_regular_file(path, ec)) {
+    return invalid_argument(path.string() + " is not a regular file, where kiln writes one");
   }
   return Status::ok();
 }

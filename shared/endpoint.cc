@@ -85,6 +85,11 @@ Status validate_endpoint(std::string_view endpoint, EndpointUse use) {
   }
   const std::string_view transport = endpoint.substr(0, scheme_end);
   const std::string_view address = endpoint.substr(scheme_end + 3);
+  if (transport == "inproc" && use == EndpointUse::kConnect) {  // a worker is its own process
+    return invalid_argument(quoted +
+                            ": inproc:// reaches only the same process; use "
+                            "tcp://HOST:PORT or ipc://PATH");
+  }
   if (transport == "ipc" || transport == "inproc") {
     if (address.empty())
       return invalid_argument(quoted + ": the " + std::string(transport) + " name is missing");

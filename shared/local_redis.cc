@@ -46,7 +46,18 @@ std::string log_tail(const std::string& path) {
 
 }  // namespace
 
-std::string local_redis_log_tail(const std::string& dir) { return log_tail(dir + "/redis.log"); }
+std::string LocalRedis::log_tail() const { return kiln::log_tail(dir_ + "/redis.log"); }
+
+bool LocalRedis::loaded_truncated_aof() const {
+  // Its log lines begin "<pid>:M": this server's, not an earlier one's in the same file.
+  const std::string log = "\n" + log_tail();
+  const std::string mine = "\n" + std::to_string(pid()) + ":";
+  for (size_t at = log.find(mine); at != std::string::npos; at = log.find(mine, at + 1)) {
+    const size_t end = log.find('\n', at + 1);
+    if (log.substr(at, end - at).find("aof-load-truncated") != std::string::npos) return true;
+  }
+  return false;
+}
 
 std::string find_redis_server() {
   if (const char* env = std::getenv("KILN_REDIS_SERVER"); env && *env) return env;
@@ -87,6 +98,7 @@ Result<std::unique_ptr<LocalRedis>> LocalRedis::start(const LocalRedisOptions& o
   if (ec) return unavailable("creating " + options.dir + ": " + ec.message());
   std::unique_ptr<LocalRedis> r(new LocalRedis());
   std::string dir = fs::absolute(options.dir).string();
+  r->dir_ = dir;
   r->socket_ = dir + "/redis.sock";
   // A unix socket path is limited to 107 bytes.
   if (r->socket_.size() > 100) {
@@ -121,7 +133,7 @@ Result<std::unique_ptr<LocalRedis>> LocalRedis::start(const LocalRedisOptions& o
     if (accepts_connections(r->socket_)) return r;
     if (!r->child_->running()) {
       r->child_.reset();
-      return unavailable(r->server_ + " exited at start; its log says:\n" + log_tail(dir + "/redis.log"));
+      return unavailable(r->server_ + " exited at start; its log says:\n" + r->log_tail());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -33,17 +33,19 @@ class LocalRedis {
   pid_t pid() const { return child_ ? child_->pid() : -1; }
   const std::string& server_path() const { return server_; }
   void kill_now();  // SIGKILL, for fault tests
+  // The last lines (about 2 KB) of its log.
+  std::string log_tail() const;
+  // Whether this server loaded an AOF whose end was cut short (Redis loads what is before the
+  // cut: a crash leaves exactly that, a file damaged deep down loses most of what it held).
+  bool loaded_truncated_aof() const;
 
  private:
   LocalRedis() = default;
-  std::string socket_, server_;
+  std::string dir_, socket_, server_;
   std::optional<ChildProcess> child_;
 };
 
 // The redis-server executable kiln would start.
 std::string find_redis_server();
-
-// The last lines (about 2 KB) of the log of the private Redis in `dir` ("" when there is none).
-std::string local_redis_log_tail(const std::string& dir);
 
 }  // namespace kiln
