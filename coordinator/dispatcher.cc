@@ -371,6 +371,7 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, co
       }
       if (p != peer) old.push_back(p);
     }
+    if (refuse_shared_id(peer, hello)) return;
     for (const std::string& p : old)
       drop_worker(p, "worker " + hello.worker_id + " reconnected", false);
   }
@@ -395,6 +396,29 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, co
                hello.gpu_model.empty() ? "" : ", GPU " + log_safe(hello.gpu_model),
                hello.arch.empty() ? "" : ", arch " + log_safe(hello.arch),
                key_name.empty() ? "" : ", key '" + log_safe(key_name) + "'");
+}
+
+bool Dispatcher::refuse_shared_id(const std::string& peer, const proto::Hello& hello) {
+  auto conflict = sessions_.on_hello(hello, [&](const std::string& id) {
+    return std::any_of(workers_.begin(), workers_.end(),
+                       [&](const auto& w) { return w.second.hello.worker_id == id; });
+  });
+  if (!conflict) return false;
+  ++stats_.refused_workers;
+  const std::string id = log_safe(hello.worker_id);
+  log_limited(noisy_, spdlog::level::warn, "shared worker id",
+              fmt::format("two live processes use worker id '{}' (on {} and on {}): refusing the "
+                          "one that announced itself first",
+                          id, log_safe(hello.node), log_safe(conflict->other_node)));
+  proto::Envelope reply = proto::make_error_reply(
+      "", std::string(proto::kErrorRefused),
+      "worker id '" + id + "' is in use by another live process (on " +
+          log_safe(conflict->other_node) +
+          ", which announced itself after this one); give every worker its own --worker-id, or "
+          "leave the option out for a unique default");
+  std::get<proto::Error>(reply.body).session = hello.session;
+  send(peer, std::move(reply.body));
+  return true;
 }
 
 Status Dispatcher::handle(const std::string& peer, std::string_view payload,

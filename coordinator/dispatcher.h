@@ -33,6 +33,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "coordinator/worker_sessions.h"
 #include "shared/heartbeat.h"
 #include "shared/log_rate.h"
 #include "shared/protocol.h"
@@ -191,6 +192,9 @@ class Dispatcher {
   // Requeues the worker's tasks, fails the proposals it was asked for, and forgets it.
   void drop_worker(const std::string& peer, const std::string& why, bool died);
   void on_hello(const std::string& peer, const proto::Hello& hello, const std::string& key_name);
+  // Refuses `hello` when its process shares its worker id with another live one (WorkerSessions);
+  // true when it did.
+  bool refuse_shared_id(const std::string& peer, const proto::Hello& hello);
   // Why an evaluator's targets differ from the run's (empty when they match or are not checked).
   std::string spec_mismatch(const proto::Hello& hello) const;
   // Why a triton evaluator's toolchain cannot join the run's (triton_toolchain_), or "".
@@ -211,6 +215,7 @@ class Dispatcher {
   // The run's triton toolchain: options_.triton_toolchain, else the first triton evaluator's.
   std::string triton_toolchain_;
   std::map<std::string, Worker> workers_;      // by routing id
+  WorkerSessions sessions_;                    // which process speaks for each worker id
   std::deque<proto::EvaluateTask> queue_;
   std::set<std::string> queued_ids_;          // task ids in queue_
   std::map<std::string, Flight> in_flight_;    // by task id

@@ -173,7 +173,7 @@ std::string error_code_for(const Status& decode_error) {
 
 Envelope make_error_reply(std::string_view ref_id, std::string code, std::string message) {
   Envelope envelope;
-  envelope.body = Error{std::move(code), std::move(message), std::string(ref_id)};
+  envelope.body = Error{std::move(code), std::move(message), std::string(ref_id), ""};
   return envelope;
 }
 

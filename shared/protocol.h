@@ -73,6 +73,10 @@ struct Hello {
   // "triton 3.6.0, worker 1a2b3c4d5e6f"). The coordinator refuses a triton evaluator whose
   // toolchain differs from the run's other triton evaluators'.
   std::string toolchain;
+  // One value per worker process (WorkerLink makes it; reconnects keep it). Two processes that
+  // were started with the same worker_id share a routing id on the coordinator's socket and take
+  // it from each other; their sessions tell them apart. Empty from older workers.
+  std::string session;
   bool operator==(const Hello&) const = default;
 };
 
@@ -284,6 +288,9 @@ struct Error {
   std::string code;  // kErrorBadMessage, ...
   std::string message;
   std::string ref_id;  // id of the message it answers; empty when unknown
+  // A refusal of one worker session (Hello::session): a worker whose session differs ignores it,
+  // since it went to the other process of a shared worker id. Empty: meant for whoever gets it.
+  std::string session;
   bool operator==(const Error&) const = default;
 };
 

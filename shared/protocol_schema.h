@@ -32,6 +32,7 @@ void fields(V& v, Is<Hello> auto& m) {
   v("version", m.version, kOptional);
   v("spec_hashes", m.spec_hashes, kOptional);
   v("toolchain", m.toolchain, kOptional);
+  v("session", m.session, kOptional);
 }
 
 template <class V>
@@ -168,6 +169,7 @@ void fields(V& v, Is<Error> auto& m) {
   v("code", m.code, kRequired);
   v("message", m.message, kRequired);
   v("ref_id", m.ref_id, kOptional);
+  v("session", m.session, kOptional);
 }
 
 template <class V>

@@ -50,10 +50,10 @@ Status zmq_status(const zmq::error_t& error, const std::string& what) {
     case ENOCOMPATPROTO:
     case EADDRNOTAVAIL:
       return invalid_argument(std::move(message));
-    case ENODEV:  // a bind to a name libzmq took for an interface: "localhost", an IPv6 address
+    case ENODEV:  // a bind to a name libzmq took for an interface: "localhost", "myhost"
       return invalid_argument(std::move(message) +
-                              " (a bind takes an IPv4 address such as 127.0.0.1 or 0.0.0.0, *, "
-                              "or a network interface's name such as eth0)");
+                              " (a bind takes an IP address such as 127.0.0.1, 0.0.0.0, [::1] or "
+                              "[::], *, or a network interface's name such as eth0)");
     case EMFILE:
     case ENOMEM:
       return {StatusCode::kResourceExhausted, std::move(message)};
@@ -92,6 +92,12 @@ Status validate_timeout(int timeout_ms) {
 }
 
 // Throws zmq::error_t; callers catch.
+// A tcp endpoint whose host is a bracketed IPv6 address ("tcp://[::1]:5555", "tcp://[::]:*")
+// needs ZMQ_IPV6 on its socket. kiln sets it only then: with it, a host name would resolve to
+// IPv6 addresses too, and a worker could then try a coordinator's IPv6 address that nothing
+// listens on. A ROUTER bound to [::] takes IPv4 peers as well (libzmq maps them).
+bool ipv6_endpoint(std::string_view endpoint) { return endpoint.rfind("tcp://[", 0) == 0; }
+
 void apply_options(zmq::socket_t& socket, const SocketOptions& options) {
   socket.set(zmq::sockopt::maxmsgsize, options.max_message_bytes);
   socket.set(zmq::sockopt::linger, options.linger_ms);
@@ -139,14 +145,6 @@ std::optional<Frames> receive_frames_now(zmq::socket_t& socket) {
   }
 }
 
-std::string random_identity() {
-  std::random_device device;
-  uint64_t bits = (uint64_t{device()} << 32) | device();
-  char text[32];
-  std::snprintf(text, sizeof text, "w-%016llx", static_cast<unsigned long long>(bits));
-  return text;
-}
-
 Status validate(const CurveServer& curve) {
   if (!curve.enabled()) return Status::ok();
   if (!is_z85_key(curve.public_key) || !is_z85_key(curve.secret_key)) {
@@ -169,6 +167,14 @@ Status validate(const CurveClient& curve) {
 
 }  // namespace
 
+std::string random_identity() {
+  std::random_device device;
+  uint64_t bits = (uint64_t{device()} << 32) | device();
+  char text[32];
+  std::snprintf(text, sizeof text, "w-%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
 // ---- RouterSocket ----
 
 Result<RouterSocket> RouterSocket::bind(zmq::context_t& context, const std::string& endpoint,
@@ -181,6 +187,7 @@ Result<RouterSocket> RouterSocket::bind(zmq::context_t& context, const std::stri
     apply_options(socket, options);
     socket.set(zmq::sockopt::router_mandatory, true);
     socket.set(zmq::sockopt::router_handover, true);
+    if (ipv6_endpoint(endpoint)) socket.set(zmq::sockopt::ipv6, true);
     if (curve.enabled()) {
       socket.set(zmq::sockopt::curve_server, true);
       socket.set(zmq::sockopt::curve_secretkey, curve.secret_key);
@@ -266,6 +273,7 @@ Status DealerSocket::open() {
     zmq::socket_t socket(*context_, zmq::socket_type::dealer);
     apply_options(socket, options_);
     socket.set(zmq::sockopt::routing_id, identity_);
+    if (ipv6_endpoint(endpoint_)) socket.set(zmq::sockopt::ipv6, true);
     if (curve_.enabled()) {
       socket.set(zmq::sockopt::curve_serverkey, curve_.server_key);
       socket.set(zmq::sockopt::curve_publickey, curve_.public_key);

@@ -103,6 +103,9 @@ class RouterSocket {
   std::string last_endpoint_;
 };
 
+// "w-" and 16 random hex digits: a DEALER's identity when none is given, a worker's session.
+std::string random_identity();
+
 // Worker side. Moveable, not copyable; the context must outlive the socket. Not thread-safe.
 class DealerSocket {
  public:

@@ -16,7 +16,12 @@ using Clock = std::chrono::steady_clock;
 
 WorkerLink::WorkerLink(DealerSocket dealer, const HeartbeatPolicy& heartbeat, std::string role,
                        const std::string& worker_id)
-    : dealer_(std::move(dealer)), ids_(worker_id), liveness_(heartbeat, Clock::now()), role_(std::move(role)) {}
+    : dealer_(std::move(dealer)),
+      ids_(worker_id),
+      liveness_(heartbeat, Clock::now()),
+      role_(std::move(role)),
+      worker_id_(worker_id),
+      session_(random_identity()) {}
 
 Result<WorkerLink> WorkerLink::connect(zmq::context_t& context, const std::string& endpoint,
                                        const std::string& worker_id, const HeartbeatPolicy& heartbeat,
@@ -27,6 +32,7 @@ Result<WorkerLink> WorkerLink::connect(zmq::context_t& context, const std::strin
 }
 
 void WorkerLink::send(proto::Message body) {
+  if (auto* hello = std::get_if<proto::Hello>(&body)) hello->session = session_;
   Status s = dealer_.send(proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)}));
   if (!s.is_ok()) spdlog::warn("send failed: {}", s.to_string());
   liveness_.mark_heartbeat_sent(Clock::now());
@@ -48,6 +54,13 @@ Result<std::optional<proto::Envelope>> WorkerLink::receive(int timeout_ms) {
         spdlog::warn("the coordinator does not know this worker ({}); announcing again",
                      log_safe(e->message));
       announce_due_ = true;
+    } else if (e->code == proto::kErrorRefused && !e->session.empty() && e->session != session_) {
+      // Meant for another process that uses this worker id: it reached this one because the two
+      // take the routing id from each other. That process stops; this one goes on.
+      spdlog::warn(
+          "another process uses worker id '{}': the coordinator refused it ({}); give "
+          "every worker its own --worker-id",
+          log_safe(worker_id_), log_safe(e->message));
     } else if (e->code == proto::kErrorRefused) {
       return std::optional<proto::Envelope>(proto::Envelope{
           env->v, env->id, proto::Bye{e->message, std::string(proto::kByeRefused)}});

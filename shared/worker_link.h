@@ -33,15 +33,20 @@ class WorkerLink {
                                     const std::string& worker_id, const HeartbeatPolicy& heartbeat,
                                     std::string role, const CurveClient& curve = {});
 
-  // Sends one message (a failure is logged: the liveness countdown decides about the link).
+  // Sends one message (a failure is logged: the liveness countdown decides about the link). A
+  // hello gets this link's session (Hello::session), the same for every hello the link sends.
   void send(proto::Message body);
+
+  const std::string& session() const { return session_; }
 
   // Waits up to timeout_ms for a message the worker must act on. Heartbeats and errors from the
   // coordinator only prove it alive (nothing is returned), except that an kErrorUnknownPeer
   // error (the coordinator does not know this worker: it never got the hello, or dropped the
   // worker as silent) makes the next keep_alive() announce again, and a kErrorRefused error is
-  // returned like a bye. A message that does not decode is answered with an error reply and
-  // logged. An error: the socket itself failed (the context is shut down); the daemon should stop.
+  // returned like a bye, unless it names another session (it was meant for another process with
+  // this worker id: logged, nothing returned). A message that does not decode is answered with an
+  // error reply and logged. An error: the socket itself failed (the context is shut down); the
+  // daemon should stop.
   Result<std::optional<proto::Envelope>> receive(int timeout_ms);
 
   // Answers a well-formed message that this worker's role does not take.
@@ -67,6 +72,8 @@ class WorkerLink {
   PeerLiveness liveness_;
   std::string role_;
   bool announce_due_ = false;  // the coordinator answered kErrorUnknownPeer
+  std::string worker_id_;
+  std::string session_;  // this process's Hello::session, stamped on every hello send() sends
 };
 
 // The hello a worker of `role` sends after every (re)connect: this host's name, kiln's version.

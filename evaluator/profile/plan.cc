@@ -170,14 +170,14 @@ Plan make_plan(const std::vector<KernelStat>& stats, double speedup, uint64_t pr
     plan.kernels.push_back(std::move(k));
     plan.total_calls += s.calls;
     if (s.target.empty()) {
-      unmapped_ns += s.total_ns;
+      unmapped_ns = add_ns(unmapped_ns, s.total_ns);
       continue;
     }
     PlanTarget& t = by_target[s.target];
     t.target = s.target;
     ++t.kernels;
     t.calls += s.calls;
-    t.total_ns += s.total_ns;
+    t.total_ns = add_ns(t.total_ns, s.total_ns);
   }
   for (auto& [name, t] : by_target) {
     t.share = share_of(t.total_ns);
@@ -203,7 +203,7 @@ uint64_t add_plan_shapes(const std::vector<KernelRecord>& kernels, Plan* plan) {
     PlanShape& s = by_target[r.target][shape_string(*r.shape)];
     s.shape = *r.shape;
     ++s.calls;
-    s.total_ns += k.duration_ns();
+    s.total_ns = add_ns(s.total_ns, k.duration_ns());
   }
   for (PlanTarget& t : plan->targets) {
     auto it = by_target.find(t.target);

@@ -72,6 +72,10 @@ std::string parse_kernel(const json& j, KernelRecord* k) {
     return "end_ns " + std::to_string(k->end_ns) + " is before start_ns " +
            std::to_string(k->start_ns);
   }
+  if (k->duration_ns() > kMaxKernelNs) {
+    return "end_ns - start_ns is " + std::to_string(k->duration_ns()) +
+           " ns, more than a day: not a kernel's time";
+  }
   if (device > UINT32_MAX || stream > UINT32_MAX) return "device or stream out of range";
   k->device = static_cast<uint32_t>(device);
   k->stream = static_cast<uint32_t>(stream);
@@ -194,7 +198,7 @@ std::vector<KernelStat> aggregate_kernels(const std::vector<KernelRecord>& kerne
       s.max_ns = d;
     }
     ++s.calls;
-    s.total_ns += d;
+    s.total_ns = add_ns(s.total_ns, d);
     s.min_ns = std::min(s.min_ns, d);
     s.max_ns = std::max(s.max_ns, d);
   }
@@ -208,7 +212,7 @@ std::vector<KernelStat> aggregate_kernels(const std::vector<KernelRecord>& kerne
 
 uint64_t total_gpu_ns(const std::vector<KernelStat>& stats) {
   uint64_t total = 0;
-  for (const KernelStat& s : stats) total += s.total_ns;
+  for (const KernelStat& s : stats) total = add_ns(total, s.total_ns);
   return total;
 }
 

@@ -29,6 +29,13 @@ struct KernelRecord {
   uint64_t duration_ns() const { return end_ns - start_ns; }
 };
 
+// The longest kernel a trace record may claim: a day. Records are read from files anyone can
+// write, and sums of durations must not wrap (they also saturate: add_ns).
+inline constexpr uint64_t kMaxKernelNs = 86'400'000'000'000ULL;
+
+// a + b, or UINT64_MAX where that would wrap.
+inline uint64_t add_ns(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
 // What one process's trace file says about the process.
 struct TraceProcess {
   std::string file;

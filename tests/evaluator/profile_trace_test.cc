@@ -278,6 +278,39 @@ TEST(ProfileTrace, MissingFolderIsAnErrorAndAnEmptyOneIsEmpty) {
   EXPECT_TRUE(set->processes.empty());
 }
 
+// Trace files are input anyone can write: a record that claims more than a day is refused, and
+// the sums of durations saturate rather than wrap (a wrapped sum would rank the kernel last).
+TEST(ProfileTrace, ADurationOverADayIsRefusedAndSumsSaturate) {
+  testing::TempDir dir;
+  dir.write("t.jsonl",
+            "{\"kind\":\"process\",\"version\":1,\"pid\":1}\n"
+            "{\"kind\":\"kernel\",\"name\":\"k\",\"start_ns\":0,\"end_ns\":9223372036854775808}\n"
+            "{\"kind\":\"kernel\",\"name\":\"k\",\"start_ns\":1,\"end_ns\":86400000000001}\n"
+            "{\"kind\":\"end\"}\n");
+  Result<TraceSet> set = read_trace_dir(dir.path());
+  ASSERT_TRUE(set.is_ok());
+  ASSERT_EQ(set->kernels.size(), 1u);  // exactly a day is allowed
+  ASSERT_EQ(set->warnings.size(), 1u) << ::testing::PrintToString(set->warnings);
+  EXPECT_NE(
+      set->warnings[0].find(":2: end_ns - start_ns is 9223372036854775808 ns, more than a day"),
+      std::string::npos)
+      << set->warnings[0];
+
+  EXPECT_EQ(add_ns(1, 2), 3u);
+  EXPECT_EQ(add_ns(UINT64_MAX - 1, 2), UINT64_MAX);
+  KernelRecord big;
+  big.name = "big";
+  big.end_ns = uint64_t{1} << 63;
+  KernelRecord small;
+  small.name = "small";
+  small.end_ns = 10;
+  std::vector<KernelStat> stats = aggregate_kernels({big, big, big, small});
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].name, "big");  // still ranked first
+  EXPECT_EQ(stats[0].total_ns, UINT64_MAX);
+  EXPECT_EQ(total_gpu_ns(stats), UINT64_MAX);
+}
+
 TEST(ProfileTrace, RejectsKernelLinesWithBadFields) {
   testing::TempDir dir;
   dir.write("t.jsonl",

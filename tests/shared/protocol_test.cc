@@ -36,7 +36,8 @@ std::vector<Envelope> sample_envelopes() {
               3,
               "0.1.0",
               {{"softmax_f16", "9f86d081"}, {"reduce", "ab12"}},
-              "triton 3.6.0, worker 0123456789ab"};
+              "triton 3.6.0, worker 0123456789ab",
+              "w-0123456789abcdef"};
   EvaluateTask evaluate{"t-1",
                         "c-abc",
                         "softmax_f16",
@@ -93,7 +94,8 @@ std::vector<Envelope> sample_envelopes() {
       Envelope{1, "m-5", propose},
       Envelope{1, "m-6", result},
       Envelope{1, "m-7", proposal},
-      Envelope{1, "m-8", Error{"bad_message", "field 'x' is wrong", "m-0"}},
+      Envelope{1, "m-8",
+               Error{"refused", "worker id 'w-42' is in use", "m-0", "w-0123456789abcdef"}},
       Envelope{1, "m-9", Bye{"shutting down", "stopping"}},
   };
 }

@@ -1,7 +1,11 @@
 // Tests of the ZeroMQ transport over real inproc:// and loopback tcp:// sockets.
 #include "shared/transport.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -60,6 +64,36 @@ void expect_round_trip(const std::string& endpoint) {
 TEST(Transport, RoundTripOverInproc) { expect_round_trip("inproc://transport-round-trip"); }
 
 TEST(Transport, RoundTripOverTcpOnAnEphemeralPort) { expect_round_trip("tcp://127.0.0.1:*"); }
+
+// Whether this machine can bind an IPv6 socket to `address` (containers often have IPv6 off).
+bool ipv6_bindable(const char* address) {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  const bool ok = inet_pton(AF_INET6, address, &a.sin6_addr) == 1 &&
+                  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A bracketed IPv6 address binds and connects (the sockets get ZMQ_IPV6 for it); a ROUTER on [::]
+// also takes a worker that connects over IPv4.
+TEST(Transport, RoundTripOverIpv6AndADualStackBind) {
+  if (!ipv6_bindable("::1")) GTEST_SKIP() << "this machine has no IPv6 loopback";
+  expect_round_trip("tcp://[::1]:*");
+
+  zmq::context_t context;
+  auto router = RouterSocket::bind(context, "tcp://[::]:*", SocketOptions{});
+  ASSERT_TRUE(router.is_ok()) << router.status().to_string();
+  const std::string port = router->last_endpoint().substr(router->last_endpoint().rfind(':') + 1);
+  auto v4 = DealerSocket::connect(context, "tcp://127.0.0.1:" + port, SocketOptions{}, "v4");
+  ASSERT_TRUE(v4.is_ok()) << v4.status().to_string();
+  ASSERT_TRUE(v4->send("over ipv4").is_ok());
+  RoutedMessage got = receive_one(*router);
+  EXPECT_EQ(got.peer, "v4");
+  EXPECT_EQ(got.payload, "over ipv4");
+}
 
 TEST(Transport, BindReportsTheActualTcpEndpoint) {
   zmq::context_t context;

@@ -167,5 +167,62 @@ TEST_F(WorkerLinkTest, AnUnknownPeerReplyMakesTheWorkerAnnounceAgainAndARefusalE
   EXPECT_TRUE(finished->is_ok());
 }
 
+// Every hello a link sends carries its session, the same after a reconnect; another link (another
+// process) with the same worker id has another. A refusal that names another session went to this
+// process by mistake (the two take the routing id from each other): it does not end this one.
+TEST_F(WorkerLinkTest, HellosCarryOneSessionPerLinkAndARefusalOfAnotherSessionIsIgnored) {
+  HeartbeatPolicy fast;
+  fast.interval_ms = 20;
+  fast.liveness = 3;
+  fast.reconnect_initial_ms = 50;
+  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "gpu0", fast, "an evaluator");
+  ASSERT_TRUE(link.is_ok()) << link.status().to_string();
+  std::atomic<bool> stop{false};
+  auto announce = [&] { link->send(evaluator_hello("gpu0", "cpu", 1, "", "cpu/test", {})); };
+  announce();
+  std::string peer;
+  proto::Envelope first = next(&peer);
+  ASSERT_TRUE(std::holds_alternative<proto::Hello>(first.body));
+  const std::string session = std::get<proto::Hello>(first.body).session;
+  EXPECT_EQ(session, link->session());
+  EXPECT_EQ(session.size(), 18u) << session;  // "w-" and 16 hex digits
+
+  // The coordinator falls silent: the link reconnects and announces with the same session.
+  std::optional<proto::Hello> again;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (!again && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(link->receive(10).is_ok());
+    link->keep_alive(stop, announce);
+    auto got = router_->receive(0);
+    ASSERT_TRUE(got.is_ok());
+    if (!got->has_value()) continue;
+    auto env = proto::decode((*got)->payload);
+    ASSERT_TRUE(env.is_ok());
+    if (auto* h = std::get_if<proto::Hello>(&env->body)) again = *h;
+  }
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->session, session);
+
+  auto other = WorkerLink::connect(ctx_, router_->last_endpoint(), "gpu0-b", HeartbeatPolicy{},
+                                   "an evaluator");
+  ASSERT_TRUE(other.is_ok());
+  EXPECT_NE(other->session(), session);
+
+  proto::Error for_other{std::string(proto::kErrorRefused), "worker id 'gpu0' is in use", "",
+                         other->session()};
+  to_worker("gpu0", for_other);
+  EXPECT_FALSE(pump(*link, 3).has_value());
+  proto::Error for_this{std::string(proto::kErrorRefused), "worker id 'gpu0' is in use", "",
+                        session};
+  to_worker("gpu0", for_this);
+  std::optional<proto::Envelope> got = pump(*link);
+  ASSERT_TRUE(got.has_value());
+  auto* bye = std::get_if<proto::Bye>(&got->body);
+  ASSERT_NE(bye, nullptr);
+  std::optional<Status> end = link->after_bye(*bye);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_NE(end->message().find("worker id 'gpu0' is in use"), std::string::npos) << end->message();
+}
+
 }  // namespace
 }  // namespace kiln::net
