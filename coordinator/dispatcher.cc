@@ -338,6 +338,14 @@ std::string Dispatcher::spec_mismatch(const proto::Hello& hello) const {
 }
 
 void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, const std::string& key_name) {
+  if (std::string bad = proto::hello_problem(hello); !bad.empty()) {
+    ++stats_.malformed;
+    log_limited(noisy_, spdlog::level::warn, "malformed message",
+                fmt::format("refusing a hello from {}: {}", log_safe(peer), bad));
+    send(peer,
+         proto::make_error_reply("", std::string(proto::kErrorBadMessage), "hello: " + bad).body);
+    return;
+  }
   std::string why = spec_mismatch(hello);
   if (why.empty()) why = toolchain_mismatch(hello);
   if (!why.empty()) {

@@ -196,4 +196,29 @@ std::string result_inconsistency(const EvaluationResult& r) {
   return "";
 }
 
+std::string hello_problem(const Hello& h) {
+  const std::pair<const char*, const std::string*> texts[] = {
+      {"role", &h.role},           {"node", &h.node},      {"worker_id", &h.worker_id},
+      {"gpu_model", &h.gpu_model}, {"arch", &h.arch},      {"version", &h.version},
+      {"toolchain", &h.toolchain}, {"session", &h.session}};
+  for (const auto& [name, text] : texts) {
+    if (text->size() > kMaxHelloText) {
+      return "field '" + std::string(name) + "' is " + std::to_string(text->size()) +
+             " bytes, more than " + std::to_string(kMaxHelloText);
+    }
+  }
+  if (h.backends.size() > kMaxHelloList || h.spec_hashes.size() > kMaxHelloList) {
+    return "more than " + std::to_string(kMaxHelloList) + " backends or spec hashes";
+  }
+  for (const std::string& b : h.backends) {
+    if (b.size() > kMaxHelloText)
+      return "field 'backends': an entry over " + std::to_string(kMaxHelloText) + " bytes";
+  }
+  for (const auto& [target, hash] : h.spec_hashes) {
+    if (target.size() > kMaxHelloText || hash.size() > kMaxHelloText)
+      return "field 'spec_hashes': an entry over " + std::to_string(kMaxHelloText) + " bytes";
+  }
+  return "";
+}
+
 }  // namespace kiln::proto

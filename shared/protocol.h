@@ -332,6 +332,15 @@ std::string_view type_name(const Message& message);
 // together, and for every other outcome.
 std::string result_inconsistency(const EvaluationResult& result);
 
+// Bounds on what a hello may hold: every text field up to kMaxHelloText bytes, up to kMaxHelloList
+// backends and spec hashes. A real worker's hello is far inside them (worker ids are at most 100
+// characters); the coordinator keeps what a hello says for as long as the worker is connected, and
+// its session for longer, so a peer must not make it keep megabytes.
+inline constexpr size_t kMaxHelloText = 256;
+inline constexpr size_t kMaxHelloList = 4096;
+// Why `hello` is outside those bounds (the field named), or "".
+std::string hello_problem(const Hello& hello);
+
 std::string outcome_name(Outcome outcome);             // "compile_error"
 Result<Outcome> parse_outcome(std::string_view name);  // kInvalidArgument if unknown
 

@@ -494,6 +494,34 @@ TEST_F(DispatcherTest, AnUnknownPeerIsToldToSayHello) {
   EXPECT_EQ(dispatcher_->stats().unknown_peers, 1u);
 }
 
+// A hello with a field beyond the bounds (a 300-byte worker id, a 10 KB session) is answered with
+// bad_message naming the field; the peer does not join, and a normal hello from it then does.
+TEST_F(DispatcherTest, AHelloBeyondItsBoundsIsRefusedAndTheWorkerCanSayHelloAgain) {
+  const std::string long_id(300, 'w');
+  FakeWorker w(ctx_, dispatcher_->endpoint(), long_id);
+  std::optional<proto::Envelope> reply;
+  ASSERT_TRUE(run_until([&] { return (reply = w.next()).has_value(); }));
+  auto* e = std::get_if<proto::Error>(&reply->body);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->code, proto::kErrorBadMessage);
+  EXPECT_NE(e->message.find("field 'worker_id' is 300 bytes"), std::string::npos) << e->message;
+  EXPECT_TRUE(dispatcher_->worker_views().empty());
+
+  proto::Hello hello = net::evaluator_hello("w1", "cpu", 1, "", "cpu/test", {});
+  hello.session = std::string(10000, 's');
+  w.send(hello);
+  ASSERT_TRUE(run_until([&] { return (reply = w.next()).has_value(); }));
+  e = std::get_if<proto::Error>(&reply->body);
+  ASSERT_NE(e, nullptr);
+  EXPECT_NE(e->message.find("field 'session'"), std::string::npos) << e->message;
+  EXPECT_EQ(dispatcher_->stats().malformed, 2u);
+
+  hello.session = "w-0123456789abcdef";
+  w.send(hello);
+  ASSERT_TRUE(run_until([&] { return dispatcher_->worker_views().size() == 1; }));
+  EXPECT_EQ(dispatcher_->worker_views()[0].worker_id, "w1");
+}
+
 // The run's targets have spec hashes: an evaluator whose copy differs, or lacks one, is refused
 // with what to do; one with the same copy gets work.
 TEST_F(DispatcherTest, AnEvaluatorWithOtherTargetSpecsIsRefused) {
