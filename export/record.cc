@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "shared/bounded_file.h"
 #include "shared/build_info.h"
 #include "shared/hash.h"
 #include "shared/json_fields.h"
@@ -22,18 +23,8 @@ constexpr uintmax_t kMaxExportFileBytes = uintmax_t{64} << 20;
 // A regular file of the export, not a link, device or fifo (a record may be edited to name
 // /dev/zero), and not over kMaxExportFileBytes.
 Result<std::string> read_all(const fs::path& p) {
-  std::error_code ec;
-  const fs::file_status st = fs::symlink_status(p, ec);
-  if (ec || !fs::exists(st)) return not_found("cannot read " + p.string());
-  if (!fs::is_regular_file(st)) return invalid_argument(p.string() + " is not a regular file");
-  if (fs::file_size(p, ec) > kMaxExportFileBytes || ec) {
-    return invalid_argument(p.string() + " is larger than an export's files are (64 MiB)");
-  }
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return not_found("cannot read " + p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_bounded_file(p.string(), {kMaxExportFileBytes, "a file of an export",
+                                        /*streams=*/false, /*follow_links=*/false});
 }
 
 Status write_text(const fs::path& p, const std::string& text) {

@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "report/format.h"
+#include "shared/bounded_file.h"
+#include "shared/json_fields.h"
 
 namespace kiln::report {
 namespace {
@@ -58,10 +60,9 @@ Status not_a_folder(const fs::path& path) {
 }
 
 Result<json> read_json(const fs::path& path) {
-  KILN_RETURN_IF_ERROR(not_a_folder(path));
-  std::ifstream in(path);
-  if (!in) return not_found("cannot read " + path.string());
-  json j = json::parse(in, nullptr, false);
+  KILN_ASSIGN_OR_RETURN(std::string text,
+                        read_bounded_file(path.string(), {kMaxJsonFileBytes, "a JSON file"}));
+  json j = json::parse(text, nullptr, false);
   if (j.is_discarded()) {
     return data_loss(path.string() +
                      " is not valid JSON: the file is damaged or was cut short; restore it or "

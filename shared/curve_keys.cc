@@ -16,6 +16,7 @@
 #include <sstream>
 #include <vector>
 
+#include "shared/bounded_file.h"
 #include "shared/text.h"
 
 namespace kiln::net {
@@ -55,19 +56,9 @@ std::vector<std::string> words(const std::string& line) {
   return out;
 }
 
+// A key file or an allow-list; a pipe is read too (a secret given as `<(vault read ...)`).
 Result<std::string> read_small_file(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return invalid_argument(path + " is a folder, not a key file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot read " + path + ": " + errno_text(errno));
-  std::string text;
-  char buffer[4096];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxKeyFileBytes)
-      return invalid_argument(path + " is too large to be a key file");
-  }
-  return text;
+  return read_bounded_file(path, {kMaxKeyFileBytes, "a key file", /*streams=*/true});
 }
 
 // The one `label <key>` line of a key file; `other` is the label of the other kind of file, for a

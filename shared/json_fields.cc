@@ -7,28 +7,15 @@
 #include <limits>
 #include <sstream>
 
+#include "shared/bounded_file.h"
+
 namespace kiln {
 
 Result<nlohmann::json> load_json_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return invalid_argument(path + ": a folder, where a JSON file was expected");
-  }
-  // A device or fifo (a link to /dev/zero) would be read without end.
-  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
-    return invalid_argument(path + ": not a regular file, where a JSON file was expected");
-  }
-  if (std::filesystem::exists(path, ec) &&
-      std::filesystem::file_size(path, ec) > kMaxJsonFileBytes) {
-    return invalid_argument(path + ": larger than the " + std::to_string(kMaxJsonFileBytes >> 20) +
-                            " MiB kiln reads of a JSON file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  KILN_ASSIGN_OR_RETURN(std::string text,
+                        read_bounded_file(path, {kMaxJsonFileBytes, "a JSON file"}));
   try {
-    return nlohmann::json::parse(buffer.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     return invalid_argument(path + ": not valid JSON (" + e.what() + ")");
   }
