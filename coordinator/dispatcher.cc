@@ -371,10 +371,11 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, co
         ++stats_.forged;
         spdlog::warn("refused a hello as worker '{}' from key '{}': that worker connected with key '{}'",
                      log_safe(hello.worker_id), log_safe(key_name), log_safe(w.key_name));
-        send(peer, proto::make_error_reply("", std::string(proto::kErrorBadMessage),
-                                           "worker id '" + log_safe(hello.worker_id) +
-                                               "' is in use by another key; choose another --worker-id")
-                       .body);
+        // Refused, not only answered: a process that went on would keep taking the id's route
+        // from the worker that holds it (their sockets share the id as their identity).
+        refuse_session(peer, hello,
+                       "worker id '" + log_safe(hello.worker_id) +
+                           "' is in use by another key; give every worker its own --worker-id");
         return;
       }
       if (p != peer) old.push_back(p);
@@ -407,26 +408,35 @@ void Dispatcher::on_hello(const std::string& peer, const proto::Hello& hello, co
 }
 
 bool Dispatcher::refuse_shared_id(const std::string& peer, const proto::Hello& hello) {
-  auto conflict = sessions_.on_hello(hello, [&](const std::string& id) {
-    return std::any_of(workers_.begin(), workers_.end(),
-                       [&](const auto& w) { return w.second.hello.worker_id == id; });
-  });
+  auto conflict = sessions_.on_hello(
+      hello, [&](const std::string& id, const std::string& session) -> std::optional<std::string> {
+        for (const auto& [p, w] : workers_) {
+          if (w.hello.worker_id == id && w.hello.session == session) return w.hello.role;
+        }
+        return std::nullopt;
+      });
   if (!conflict) return false;
   ++stats_.refused_workers;
   const std::string id = log_safe(hello.worker_id);
   log_limited(noisy_, spdlog::level::warn, "shared worker id",
-              fmt::format("two live processes use worker id '{}' (on {} and on {}): refusing the "
-                          "one that announced itself first",
-                          id, log_safe(hello.node), log_safe(conflict->other_node)));
-  proto::Envelope reply = proto::make_error_reply(
-      "", std::string(proto::kErrorRefused),
-      "worker id '" + id + "' is in use by another live process (on " +
-          log_safe(conflict->other_node) +
-          ", which announced itself after this one); give every worker its own --worker-id, or "
-          "leave the option out for a unique default");
+              fmt::format("two live processes use worker id '{}': {} on {} (session {}) holds it, "
+                          "refusing the {} on {} (session {})",
+                          id, log_safe(conflict->other_role), log_safe(conflict->other_node),
+                          log_safe(conflict->other_session), log_safe(hello.role),
+                          log_safe(hello.node), log_safe(hello.session)));
+  refuse_session(peer, hello,
+                 "worker id '" + id + "' is in use by another live process (an " +
+                     log_safe(conflict->other_role) + " on " + log_safe(conflict->other_node) +
+                     "); give every worker its own --worker-id, or leave the option out for a "
+                     "unique default");
+  return true;
+}
+
+void Dispatcher::refuse_session(const std::string& peer, const proto::Hello& hello,
+                                const std::string& why) {
+  proto::Envelope reply = proto::make_error_reply("", std::string(proto::kErrorRefused), why);
   std::get<proto::Error>(reply.body).session = hello.session;
   send(peer, std::move(reply.body));
-  return true;
 }
 
 Status Dispatcher::handle(const std::string& peer, std::string_view payload,

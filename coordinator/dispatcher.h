@@ -195,6 +195,9 @@ class Dispatcher {
   // Refuses `hello` when its process shares its worker id with another live one (WorkerSessions);
   // true when it did.
   bool refuse_shared_id(const std::string& peer, const proto::Hello& hello);
+  // Sends `refused` with `why` to the process of `hello`'s session (another process that shares
+  // the routing id ignores it); the process stops.
+  void refuse_session(const std::string& peer, const proto::Hello& hello, const std::string& why);
   // Why an evaluator's targets differ from the run's (empty when they match or are not checked).
   std::string spec_mismatch(const proto::Hello& hello) const;
   // Why a triton evaluator's toolchain cannot join the run's (triton_toolchain_), or "".

@@ -5,19 +5,26 @@
 
 namespace kiln::coordinator {
 
-std::optional<WorkerSessions::Conflict> WorkerSessions::record(Id& id, const proto::Hello& hello) {
+std::optional<WorkerSessions::Conflict> WorkerSessions::record(
+    Id& id, const proto::Hello& hello, const std::optional<std::string>& current_role) {
   if (id.current.id == hello.session) {
     id.current.node = hello.node;  // a reconnect of the current process
+    id.current.role = hello.role;
     return std::nullopt;
   }
-  const bool came_back = std::any_of(id.replaced.begin(), id.replaced.end(),
-                                     [&](const Session& s) { return s.id == hello.session; });
-  if (came_back) return Conflict{id.current.node};
+  auto earlier = std::find_if(id.replaced.begin(), id.replaced.end(),
+                              [&](const Session& s) { return s.id == hello.session; });
+  if (current_role) {
+    const Conflict conflict{id.current.node, *current_role, id.current.id};
+    if (earlier != id.replaced.end()) return conflict;  // came back while its successor lives
+    if (*current_role != hello.role) return conflict;   // another role: not a restart
+  }
+  if (earlier != id.replaced.end()) id.replaced.erase(earlier);
   if (!id.current.id.empty()) {
     id.replaced.push_back(id.current);
     if (id.replaced.size() > kReplacedPerId) id.replaced.pop_front();
   }
-  id.current = Session{hello.session, hello.node};
+  id.current = Session{hello.session, hello.node, hello.role};
   return std::nullopt;
 }
 

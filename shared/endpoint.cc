@@ -1,6 +1,9 @@
 // validate_endpoint: transport, host and port of a ZeroMQ endpoint.
 #include "shared/endpoint.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cctype>
 #include <string>
 
@@ -17,9 +20,16 @@ bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0;
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.' || c == '_';
 }
-bool is_ipv6_char(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) != 0 || c == ':' || c == '.' || c == '%' ||
-         is_name_char(c);
+// An IPv6 address, with an optional zone after '%' ("fe80::1%eth0"): what goes in brackets.
+bool is_ipv6_address(std::string_view text) {
+  const size_t percent = text.find('%');
+  const std::string address(text.substr(0, percent));
+  if (percent != std::string_view::npos) {
+    const std::string_view zone = text.substr(percent + 1);
+    if (zone.empty() || !all_of(zone, is_name_char)) return false;
+  }
+  in6_addr parsed{};
+  return inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
 }
 
 // Dotted quad with every part 0-255.
@@ -44,8 +54,10 @@ std::string check_host(std::string_view host, EndpointUse use) {
   }
   if (host.front() == '[') {
     if (host.size() < 3 || host.back() != ']' ||
-        !all_of(host.substr(1, host.size() - 2), is_ipv6_char)) {
-      return "'" + std::string(host) + "' is not a bracketed IPv6 address";
+        !is_ipv6_address(host.substr(1, host.size() - 2))) {
+      return "'" + std::string(host) +
+             "' is not a bracketed IPv6 address (such as [::1] or [fd00::5]; an IPv4 address, an "
+             "interface or a host name goes without brackets)";
     }
     return "";
   }

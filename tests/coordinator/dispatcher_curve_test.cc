@@ -104,6 +104,7 @@ TEST_F(DispatcherCurveTest, AnotherKeyCannotTakeOverAWorkerId) {
   ASSERT_TRUE(run_until([&] { return (answer = impostor.next()).has_value(); }));
   auto* error = std::get_if<proto::Error>(&answer->body);
   ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->code, proto::kErrorRefused);  // the impostor stops
   EXPECT_NE(error->message.find("in use by another key"), std::string::npos) << error->message;
   EXPECT_EQ(dispatcher_->workers(), 1u);
   EXPECT_EQ(dispatcher_->in_flight(), 1u);

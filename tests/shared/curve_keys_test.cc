@@ -160,13 +160,15 @@ TEST(CurveKeys, AllowListFromAFolderOrAFile) {
 TEST(CurveKeys, LoopbackRule) {
   for (const char* e :
        {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:*", "tcp://127.1.2.3:9", "tcp://localhost:5555",
-        "tcp://[::1]:5555", "ipc:///tmp/kiln.sock", "inproc://x"}) {
+        "tcp://[::1]:5555", "tcp://[0:0:0:0:0:0:0:1]:5", "tcp://[::1%lo]:5",
+        "tcp://[::ffff:127.0.0.1]:5", "ipc:///tmp/kiln.sock", "inproc://x"}) {
     EXPECT_TRUE(is_loopback_endpoint(e)) << e;
   }
   for (const char* e :
        {"tcp://0.0.0.0:5555", "tcp://*:5555", "tcp://10.0.0.5:5555", "tcp://[::]:5555",
         "tcp://eth0:5555", "tcp://gpu-box:5555", "tcp://127.0.0.1.evil.com:5",
-        "tcp://127.0.0.1;10.0.0.1:5", "udp://127.0.0.1:5", "tcp://1270.0.0.1:5"}) {
+        "tcp://127.0.0.1;10.0.0.1:5", "udp://127.0.0.1:5", "tcp://1270.0.0.1:5",
+        "tcp://[::ffff:10.0.0.1]:5", "tcp://[fd00::1]:5", "tcp://[lo]:5"}) {
     EXPECT_FALSE(is_loopback_endpoint(e)) << e;
   }
 }

@@ -57,5 +57,22 @@ TEST(Endpoint, MissingPartsAndUnknownTransportsAreNamed) {
   EXPECT_NE(why("ipc://", EndpointUse::kBind).find("name is missing"), std::string::npos);
 }
 
+// What goes in brackets must be an IPv6 address (a zone after '%' allowed): libzmq would take
+// anything else for an interface or a name, and a worker would then retry it without end.
+TEST(Endpoint, BracketsHoldOnlyAnIpv6Address) {
+  for (const char* e : {"tcp://[::ffff:127.0.0.1]:5", "tcp://[0:0:0:0:0:0:0:1]:5",
+                        "tcp://[fd00::5]:5555", "tcp://[::1%lo]:5"}) {
+    EXPECT_EQ(why(e, EndpointUse::kConnect), "OK") << e;
+  }
+  for (const char* e :
+       {"tcp://[zz]:5", "tcp://[g::1]:5", "tcp://[1:2:3:4:5:6:7:8:9]:5", "tcp://[eth0]:5",
+        "tcp://[lo]:5", "tcp://[localhost]:5", "tcp://[127.0.0.1]:5", "tcp://[:]:5",
+        "tcp://[::1%]:5", "tcp://[::1%a b]:5"}) {
+    const std::string w = why(e, EndpointUse::kBind);
+    EXPECT_NE(w.find("is not a bracketed IPv6 address"), std::string::npos) << e << ": " << w;
+    EXPECT_NE(why(e, EndpointUse::kConnect), "OK") << e;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::net
