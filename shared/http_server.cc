@@ -151,8 +151,13 @@ Result<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text
   size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon + 1 == text.size()) return invalid_argument(hint);
   std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
+    // Brackets hold an IPv6 address (a zone after '%' allowed), nothing else.
+    in6_addr a{};
+    if (inet_pton(AF_INET6, host.substr(0, host.find('%')).c_str(), &a) != 1)
+      return invalid_argument(hint + ": '[" + host + "]' is not an IPv6 address");
+  }
   if (host.empty() || host.find_first_of("[]") != std::string::npos) return invalid_argument(hint);
   const std::string port_text = text.substr(colon + 1);
   if (port_text.size() > 5 || !std::all_of(port_text.begin(), port_text.end(), ::isdigit))
@@ -201,13 +206,19 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerOptions options,
   uint16_t port = addr.ss_family == AF_INET6
                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                       : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+  // The address as bound, in numbers: what url() writes ("*" and names resolved, a zone kept).
+  char numeric[NI_MAXHOST] = {};
+  std::string host = hp.first;
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&addr), len, numeric, sizeof numeric, nullptr, 0,
+                  NI_NUMERICHOST) == 0)
+    host = numeric;
   int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake < 0) {
     close(fd);
     return internal_error(std::string("eventfd: ") + std::strerror(errno));
   }
   return std::unique_ptr<HttpServer>(
-      new HttpServer(std::move(options), std::move(handler), fd, wake, hp.first, port));
+      new HttpServer(std::move(options), std::move(handler), fd, wake, host, port));
 }
 
 HttpServer::HttpServer(HttpServerOptions options, Handler handler, int listen_fd, int wake_fd,
@@ -232,8 +243,10 @@ HttpServer::~HttpServer() {
 }
 
 std::string HttpServer::url() const {
-  const bool v6 = host_.find(':') != std::string::npos;
-  return "http://" + (v6 ? "[" + host_ + "]" : host_) + ":" + std::to_string(port_);
+  if (host_.find(':') == std::string::npos) return "http://" + host_ + ":" + std::to_string(port_);
+  std::string v6;  // in a URL, a zone's '%' is written "%25" (RFC 6874)
+  for (char c : host_) v6 += c == '%' ? std::string("%25") : std::string(1, c);
+  return "http://[" + v6 + "]:" + std::to_string(port_);
 }
 
 HttpCounters HttpServer::counters() const {

@@ -178,6 +178,29 @@ TEST(HttpServer, ParsesHostPort) {
   EXPECT_FALSE(parse_host_port("host:").is_ok());
   EXPECT_FALSE(parse_host_port("host:70000").is_ok());
   EXPECT_FALSE(parse_host_port("host:8a").is_ok());
+  // Brackets hold an IPv6 address only.
+  EXPECT_TRUE(parse_host_port("[fe80::1%eth0]:0").is_ok());
+  for (const char* bad : {"[localhost]:0", "[127.0.0.1]:0", "[zz]:0"}) {
+    auto r = parse_host_port(bad);
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("is not an IPv6 address"), std::string::npos) << bad;
+  }
+}
+
+// url() writes the address as bound, in numbers: a name or "*" resolved, so that the URL kiln
+// writes to <out>/http can be opened.
+TEST(HttpServer, TheUrlNamesTheBoundAddress) {
+  auto any =
+      HttpServer::start({.bind = "0.0.0.0:0"}, [](const HttpRequest&) { return HttpResponse{}; });
+  ASSERT_TRUE(any.is_ok()) << any.status().to_string();
+  EXPECT_EQ((*any)->url(), "http://0.0.0.0:" + std::to_string((*any)->port()));
+  auto named =
+      HttpServer::start({.bind = "localhost:0"}, [](const HttpRequest&) { return HttpResponse{}; });
+  ASSERT_TRUE(named.is_ok()) << named.status().to_string();
+  const std::string url = (*named)->url();
+  EXPECT_TRUE(url == "http://127.0.0.1:" + std::to_string((*named)->port()) ||
+              url == "http://[::1]:" + std::to_string((*named)->port()))
+      << url;
 }
 
 }  // namespace
