@@ -2,9 +2,7 @@
 // valid one looks like, and no message ever contains a secret key.
 #include "shared/curve_keys.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "shared/bounded_file.h"
+#include "shared/endpoint.h"
 #include "shared/text.h"
 
 namespace kiln::net {
@@ -322,11 +321,9 @@ bool is_loopback_endpoint(std::string_view endpoint) {
     if (close == std::string_view::npos) return false;
     // ::1 however it is written, and IPv4's loopback mapped into IPv6 (::ffff:127.x.y.z); a zone
     // names the interface and changes nothing.
-    const std::string_view inside = host.substr(1, close - 1);
-    const std::string address(inside.substr(0, inside.find('%')));
-    in6_addr a{};
-    if (inet_pton(AF_INET6, address.c_str(), &a) != 1) return false;
-    return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+    const std::optional<in6_addr> a = ipv6_address(host.substr(1, close - 1));
+    if (!a) return false;
+    return IN6_IS_ADDR_LOOPBACK(&*a) || (IN6_IS_ADDR_V4MAPPED(&*a) && a->s6_addr[12] == 127);
   } else {
     host = host.substr(0, host.rfind(':'));
   }

@@ -20,18 +20,6 @@ bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0;
 bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.' || c == '_';
 }
-// An IPv6 address, with an optional zone after '%' ("fe80::1%eth0"): what goes in brackets.
-bool is_ipv6_address(std::string_view text) {
-  const size_t percent = text.find('%');
-  const std::string address(text.substr(0, percent));
-  if (percent != std::string_view::npos) {
-    const std::string_view zone = text.substr(percent + 1);
-    if (zone.empty() || !all_of(zone, is_name_char)) return false;
-  }
-  in6_addr parsed{};
-  return inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
-}
-
 // Dotted quad with every part 0-255.
 bool is_ipv4(std::string_view host) {
   int parts = 0;
@@ -53,8 +41,7 @@ std::string check_host(std::string_view host, EndpointUse use) {
     return use == EndpointUse::kBind ? "" : "'*' (every interface) can be bound, not connected to";
   }
   if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']' ||
-        !is_ipv6_address(host.substr(1, host.size() - 2))) {
+    if (host.size() < 3 || host.back() != ']' || !ipv6_address(host.substr(1, host.size() - 2))) {
       return "'" + std::string(host) +
              "' is not a bracketed IPv6 address (such as [::1] or [fd00::5]; an IPv4 address, an "
              "interface or a host name goes without brackets)";
@@ -85,6 +72,18 @@ std::string check_port(std::string_view port, EndpointUse use) {
 }
 
 }  // namespace
+
+std::optional<in6_addr> ipv6_address(std::string_view text) {
+  const size_t percent = text.find('%');
+  if (percent != std::string_view::npos) {
+    const std::string_view zone = text.substr(percent + 1);
+    if (zone.empty() || !all_of(zone, is_name_char)) return std::nullopt;
+  }
+  const std::string address(text.substr(0, percent));
+  in6_addr parsed{};
+  if (inet_pton(AF_INET6, address.c_str(), &parsed) != 1) return std::nullopt;
+  return parsed;
+}
 
 Status validate_endpoint(std::string_view endpoint, EndpointUse use) {
   const std::string quoted = "'" + std::string(endpoint) + "'";

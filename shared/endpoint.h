@@ -4,6 +4,9 @@
 // only later, with an error that does not name the option.
 #pragma once
 
+#include <netinet/in.h>
+
+#include <optional>
 #include <string_view>
 
 #include "shared/status.h"
@@ -20,5 +23,10 @@ enum class EndpointUse { kBind, kConnect };
 //   inproc://NAME     within one process only (tests).
 // INVALID_ARGUMENT otherwise, with the endpoint, what is wrong and what is accepted.
 Status validate_endpoint(std::string_view endpoint, EndpointUse use);
+
+// The IPv6 address in `text` ("::1", "fe80::1%eth0": a zone after '%' of letters, digits, '-',
+// '.' or '_' is allowed and left out), or nullopt when it is none. What goes in brackets, in a
+// ZeroMQ endpoint and in `--http`.
+std::optional<in6_addr> ipv6_address(std::string_view text);
 
 }  // namespace kiln::net

@@ -15,6 +15,8 @@
 #include <list>
 #include <vector>
 
+#include "shared/endpoint.h"
+
 namespace kiln::net {
 namespace {
 
@@ -154,8 +156,7 @@ Result<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
     // Brackets hold an IPv6 address (a zone after '%' allowed), nothing else.
-    in6_addr a{};
-    if (inet_pton(AF_INET6, host.substr(0, host.find('%')).c_str(), &a) != 1)
+    if (!ipv6_address(host))
       return invalid_argument(hint + ": '[" + host + "]' is not an IPv6 address");
   }
   if (host.empty() || host.find_first_of("[]") != std::string::npos) return invalid_argument(hint);
