@@ -22,7 +22,7 @@ namespace kiln::coordinator {
 class WorkerSessions {
  public:
   // Sessions remembered per id after they were replaced, and ids remembered in all (beyond it,
-  // the ids that `connected` does not hold are forgotten).
+  // the ids whose current session is not live are forgotten).
   static constexpr size_t kReplacedPerId = 16;
   static constexpr size_t kMaxIds = 65536;
 

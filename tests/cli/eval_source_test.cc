@@ -30,13 +30,9 @@ class EvalSource : public ::testing::Test {
   // A copy of rmsnorm whose cpu template has a constraint its first value breaks: f32 (S=4)
   // needs UNROLL >= 2.
   void SetUp() override {
-    fs::create_directories(dir_.file("targets"));
-    fs::copy(testing::builtin_targets_dir() + "/rmsnorm", dir_.file("targets/rmsnorm"),
-             fs::copy_options::recursive);
-    std::ifstream in(dir_.file("targets/rmsnorm/target.json"));
-    nlohmann::json spec = nlohmann::json::parse(in);
-    spec["backends"]["cpu"]["template"]["constraints"] = {"UNROLL * S >= 8"};
-    std::ofstream(dir_.file("targets/rmsnorm/target.json")) << spec.dump(2);
+    testing::copy_builtin_target("rmsnorm", dir_.file("targets"), [](nlohmann::json& spec) {
+      spec["backends"]["cpu"]["template"]["constraints"] = {"UNROLL * S >= 8"};
+    });
   }
 
   std::string eval(const std::string& flags) const {

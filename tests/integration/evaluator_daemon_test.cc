@@ -31,13 +31,9 @@ class EvaluatorDaemon : public ::testing::Test {
  protected:
   void SetUp() override {
     // A copy of rmsnorm with a small benchmark shape, so a cpu evaluation takes a moment.
-    fs::create_directories(dir_.file("targets"));
-    fs::copy(testing::builtin_targets_dir() + "/rmsnorm", dir_.file("targets/rmsnorm"),
-             fs::copy_options::recursive);
-    std::ifstream in(dir_.file("targets/rmsnorm/target.json"));
-    nlohmann::json spec = nlohmann::json::parse(in);
-    spec["shapes"]["benchmark"] = {{"M", 64}, {"N", 256}};
-    std::ofstream(dir_.file("targets/rmsnorm/target.json")) << spec.dump(2);
+    testing::copy_builtin_target("rmsnorm", dir_.file("targets"), [](nlohmann::json& spec) {
+      spec["shapes"]["benchmark"] = {{"M", 64}, {"N", 256}};
+    });
     std::ifstream seed(dir_.file("targets/rmsnorm/seed_cpu.cpp"));
     seed_source_.assign(std::istreambuf_iterator<char>(seed), {});
 

@@ -33,13 +33,9 @@ std::string read_file(const std::string& path) {
 class SharedWorkerId : public ::testing::Test {
  protected:
   void SetUp() override {
-    fs::create_directories(dir_.file("targets"));
-    fs::copy(testing::builtin_targets_dir() + "/rmsnorm", dir_.file("targets/rmsnorm"),
-             fs::copy_options::recursive);
-    nlohmann::json spec =
-        nlohmann::json::parse(std::ifstream(dir_.file("targets/rmsnorm/target.json")));
-    spec["shapes"]["benchmark"] = {{"M", 64}, {"N", 256}};  // a quick evaluation
-    std::ofstream(dir_.file("targets/rmsnorm/target.json")) << spec.dump(2);
+    testing::copy_builtin_target("rmsnorm", dir_.file("targets"), [](nlohmann::json& spec) {
+      spec["shapes"]["benchmark"] = {{"M", 64}, {"N", 256}};  // a quick evaluation
+    });
     ASSERT_EQ(testing::connect_store(server_, &client_, &store_), "");
     coordinator::DispatcherOptions o;
     o.heartbeat.interval_ms = 200;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <string>
 
 namespace kiln::net {
@@ -43,6 +44,26 @@ class WorkerLinkTest : public ::testing::Test {
       if (got.is_ok() && got->has_value()) return std::move(**got);
     }
     return std::nullopt;
+  }
+
+  // Runs `link` against a coordinator that answers nothing, handing each message that reaches the
+  // coordinator to `seen` until it returns true (true) or 3 s pass (false).
+  bool until_silent_coordinator_sees(
+      WorkerLink& link, const std::function<void()>& announce,
+      const std::function<bool(const RoutedMessage&, const proto::Envelope&)>& seen) {
+    std::atomic<bool> stop{false};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (std::chrono::steady_clock::now() < deadline) {
+      EXPECT_TRUE(link.receive(10).is_ok());
+      link.keep_alive(stop, announce);
+      auto got = router_->receive(0);
+      EXPECT_TRUE(got.is_ok());
+      if (!got.is_ok() || !got->has_value()) continue;
+      auto env = proto::decode((*got)->payload);
+      EXPECT_TRUE(env.is_ok());
+      if (env.is_ok() && seen(**got, *env)) return true;
+    }
+    return false;
   }
 
   zmq::context_t ctx_;
@@ -96,7 +117,6 @@ TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAga
   auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-8", fast, "an evaluator");
   ASSERT_TRUE(link.is_ok()) << link.status().to_string();
   int announced = 0;
-  std::atomic<bool> stop{false};
   auto announce = [&] {
     ++announced;
     link->send(worker_hello(proto::kRoleEvaluator, "w-8", {"cpu"}, 1));
@@ -105,24 +125,17 @@ TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAga
   ASSERT_TRUE(std::holds_alternative<proto::Hello>(next().body));
   // The coordinator says nothing: first heartbeats, then (after 60 ms of silence) a reconnect
   // and a second hello under the same identity.
-  bool heartbeat = false, hello_again = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (!hello_again && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_TRUE(link->receive(10).is_ok());
-    link->keep_alive(stop, announce);
-    auto got = router_->receive(0);
-    ASSERT_TRUE(got.is_ok());
-    if (!got->has_value()) continue;
-    auto env = proto::decode((*got)->payload);
-    ASSERT_TRUE(env.is_ok());
-    heartbeat = heartbeat || std::holds_alternative<proto::Heartbeat>(env->body);
-    hello_again = std::holds_alternative<proto::Hello>(env->body);
-    // The new socket takes over the identity (ROUTER_HANDOVER); a heartbeat still in the old
-    // connection's pipe may arrive under an id the ROUTER made up, so only the hello is checked.
-    if (hello_again) {
-      EXPECT_EQ((*got)->peer, "w-8");
-    }
-  }
+  bool heartbeat = false;
+  const bool hello_again = until_silent_coordinator_sees(
+      *link, announce, [&](const RoutedMessage& m, const proto::Envelope& env) {
+        heartbeat = heartbeat || std::holds_alternative<proto::Heartbeat>(env.body);
+        if (!std::holds_alternative<proto::Hello>(env.body)) return false;
+        // The new socket takes over the identity (ROUTER_HANDOVER); a heartbeat still in the old
+        // connection's pipe may arrive under an id the ROUTER made up, so only the hello is
+        // checked.
+        EXPECT_EQ(m.peer, "w-8");
+        return true;
+      });
   EXPECT_TRUE(heartbeat);
   EXPECT_TRUE(hello_again);
   EXPECT_EQ(announced, 2);
@@ -177,7 +190,6 @@ TEST_F(WorkerLinkTest, HellosCarryOneSessionPerLinkAndARefusalOfAnotherSessionIs
   fast.reconnect_initial_ms = 50;
   auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "gpu0", fast, "an evaluator");
   ASSERT_TRUE(link.is_ok()) << link.status().to_string();
-  std::atomic<bool> stop{false};
   auto announce = [&] { link->send(evaluator_hello("gpu0", "cpu", 1, "", "cpu/test", {})); };
   announce();
   std::string peer;
@@ -189,17 +201,11 @@ TEST_F(WorkerLinkTest, HellosCarryOneSessionPerLinkAndARefusalOfAnotherSessionIs
 
   // The coordinator falls silent: the link reconnects and announces with the same session.
   std::optional<proto::Hello> again;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (!again && std::chrono::steady_clock::now() < deadline) {
-    ASSERT_TRUE(link->receive(10).is_ok());
-    link->keep_alive(stop, announce);
-    auto got = router_->receive(0);
-    ASSERT_TRUE(got.is_ok());
-    if (!got->has_value()) continue;
-    auto env = proto::decode((*got)->payload);
-    ASSERT_TRUE(env.is_ok());
-    if (auto* h = std::get_if<proto::Hello>(&env->body)) again = *h;
-  }
+  until_silent_coordinator_sees(*link, announce,
+                                [&](const RoutedMessage&, const proto::Envelope& env) {
+                                  if (auto* h = std::get_if<proto::Hello>(&env.body)) again = *h;
+                                  return again.has_value();
+                                });
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->session, session);
 

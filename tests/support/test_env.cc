@@ -80,6 +80,17 @@ Result<TargetSpec> load_builtin_target(const std::string& name) {
   return load_target(builtin_targets_dir() + "/" + name);
 }
 
+void copy_builtin_target(const std::string& name, const std::string& targets_dir,
+                         const std::function<void(nlohmann::json&)>& edit) {
+  namespace fs = std::filesystem;
+  const std::string to = targets_dir + "/" + name;
+  fs::create_directories(targets_dir);
+  fs::copy(builtin_targets_dir() + "/" + name, to, fs::copy_options::recursive);
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(to + "/target.json"));
+  edit(spec);
+  std::ofstream(to + "/target.json") << spec.dump(2);
+}
+
 RedisServer::RedisServer(const std::string& extra_config) {
   LocalRedisOptions options;
   options.dir = dir_.path();

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -70,6 +71,10 @@ std::string source_root();
 // The built-in targets' folder (source_root()/targets), and one built-in target loaded from it.
 std::string builtin_targets_dir();
 Result<TargetSpec> load_builtin_target(const std::string& name);
+// Copies built-in target `name` into `targets_dir`/`name` and lets `edit` change its target.json
+// (a smaller benchmark shape, a constraint) before it is written back.
+void copy_builtin_target(const std::string& name, const std::string& targets_dir,
+                         const std::function<void(nlohmann::json&)>& edit);
 
 // A cpu farm of two GPU models: `kiln coordinator --bind tcp://127.0.0.1:* --backend cpu
 // <coordinator_args> --out <dir>/coord` (built-in targets) and two `kiln evaluator` processes that
