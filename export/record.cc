@@ -184,8 +184,10 @@ Status write_export(const std::string& dir, const ExportCandidate& c, const std:
   std::error_code ec;
   // An earlier export here: its files go, so a folder never mixes two exports.
   if (fs::exists(root / kRecordFile, ec)) {
+    // Read as every file of an export is (a record replaced by a link to /dev/zero is refused).
+    const Result<std::string> text = read_all(root / kRecordFile);
     const nlohmann::json old =
-        nlohmann::json::parse(std::ifstream(root / kRecordFile), nullptr, false);
+        text.is_ok() ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
     if (old.is_object() && old.contains("files") && old["files"].is_object()) {
       for (const auto& [name, hash] : old["files"].items()) {
         if (!name.empty() && name.find("..") == std::string::npos && name.front() != '/')

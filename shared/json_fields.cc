@@ -2,10 +2,7 @@
 #include "shared/json_fields.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "shared/bounded_file.h"
 
