@@ -60,6 +60,19 @@
 //    fragment stores of PERS 1 hit 8 rows of C per warp instruction, half a sector each; these
 //    move whole lines and leave the warpgroups free sooner. Rows of C that are not 16-byte
 //    aligned take PERS 1's stores.
+//    PERS 3 (TMA 1; BM x BN = 128 x 128 or 64 x 256, 4 to 6 stages): ping-pong. As PERS 2,
+//    but each consumer warpgroup owns whole tiles instead of half of every tile: warpgroup 0 takes
+//    the CTA's 1st, 3rd, ... tile, warpgroup 1 the 2nd, 4th, .... The producer fills the ring in
+//    the CTA's tile order as before, so a stage is consumed by one warpgroup (`empty` counts its 4
+//    warps). Two named barriers hand the tensor cores over: a warpgroup issues a tile's wgmma only
+//    once the other has issued all of its previous tile's, so the two main loops run one after
+//    the other at full rate while each warpgroup's epilogue (TMA stores through its own buffers)
+//    and its wait for the next tile's first slices overlap the other's main loop. In PERS 1 / 2
+//    both warpgroups finish a tile together and the tensor cores idle through the epilogue.
+//    A warpgroup's tile is half as large as in PERS 2, so the CTA loads a third more per result
+//    from L2 (at 4096^3 more than L2 delivers); with CL 1 / 2 the cluster's multicast takes that
+//    back. Both CTAs of a cluster walk the same units, so a stage is read by the same warpgroup
+//    in each, and `empty` counts its 4 warps in both CTAs.
 //
 // Shared-memory layouts (both variants), in 16-byte chunks of 8 elements, XOR-swizzled so that
 // the 8 row addresses of an ldmatrix (or a wgmma core matrix) and the 8 chunks written by 8
@@ -119,7 +132,8 @@
 #ifndef PERS
 #define PERS \
   0  // IMPL 1: 1 = persistent CTAs walking the tiles, epilogue from registers;
-     // 2 = persistent, epilogue through shared memory and TMA stores (TMA 1, CL 0)
+     // 2 = persistent, epilogue through shared memory and TMA stores (TMA 1, CL 0);
+     // 3 = as 2, ping-pong: each consumer warpgroup owns every other tile
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8  // tile rows per raster group
@@ -464,7 +478,10 @@ extern "C" __global__ void __launch_bounds__(NTHREADS)
 constexpr int CONSUMERS = 2;           // consumer warpgroups: warps 0..7
 constexpr int PRODUCER_THREADS = 128;  // producer warpgroup: warps 8..11
 constexpr int NTHREADS = CONSUMERS * 128 + PRODUCER_THREADS;
-constexpr int MW = BM / (64 * CONSUMERS);  // m64 blocks per consumer
+constexpr bool PING = PERS == 3;                        // ping-pong: a warpgroup owns whole tiles
+constexpr int MW = BM / (64 * (PING ? 1 : CONSUMERS));  // m64 blocks per consumer
+constexpr int WG_ROWS = PING ? 0 : MW;  // a warpgroup's first m64 block: wg * WG_ROWS
+constexpr int EMPTY_WARPS = PING ? 4 : CONSUMERS * 4;  // consumer warps that read each stage
 constexpr int NACC = BN / 2;               // f32 accumulators per m64 block
 constexpr u32 A_BYTES = BM * 128, B_BYTES = 64 * BN * 2, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr u32 STAGING_BYTES = BM * SP * 2;
@@ -476,7 +493,9 @@ constexpr u32 PART_BYTES = SK > 1 ? BM* PART_PITCH * 4 : 0;
 constexpr u32 max3(u32 a, u32 b, u32 c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 constexpr u32 BAR_OFF = max3(RING_BYTES, STAGING_BYTES, PART_BYTES);  // mbarriers
 static_assert(BK == 64, "the wgmma variant uses 64-element (128-byte) K slices");
-static_assert(MW >= 1 && BM % (64 * CONSUMERS) == 0, "BM is a multiple of 128");
+static_assert(MW >= 1 && BM % (64 * (PING ? 1 : CONSUMERS)) == 0,
+              "BM is a multiple of 128 (ping-pong: of 64)");
+static_assert(MW * NACC <= 128, "at most 128 accumulators per consumer thread");
 static_assert(BN == 128 || BN == 192 || BN == 256, "wgmma N is 128, 192 or 256 here");
 // Clusters: 3 producer warps load, the 4th sends this CTA's half of the shared operand (B for
 // CL 1: BN/2 columns = BN/128 column blocks; A for CL 2: BM/2 rows) to the peer CTA.
@@ -487,7 +506,10 @@ static_assert(CL != 1 || BN % 128 == 0, "B halves are whole 64-column blocks");
 static_assert(SK >= 1 && SK <= 8, "SK is 1 to 8 (a portable cluster)");
 static_assert(SK == 1 || (CL == 0 && PERS == 0), "split-K has a cluster of its own, one tile");
 static_assert(PERS != 2 || (TMA == 1 && CL == 0), "PERS 2 stores with TMA from single CTAs");
-// PERS 2: two 8 KB epilogue buffers (64 x 64 elements) per consumer warpgroup, after the barriers.
+static_assert(PERS != 3 || TMA == 1, "PERS 3 stores with TMA");
+static_assert(PERS >= 0 && PERS <= 3, "PERS is 0 to 3");
+// PERS 2 / 3: two 8 KB epilogue buffers (64 x 64 elements) per consumer warpgroup, after the
+// barriers.
 constexpr u32 EPI_OFF = (BAR_OFF + 256 + 1023) & ~1023u;
 constexpr u32 EPI_BUF = 64 * 128;
 
@@ -665,6 +687,14 @@ __device__ __forceinline__ void tma_store_wait_read() {
 __device__ __forceinline__ void warpgroup_sync(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
 }
+// PERS 3: barrier 4 + wg is "warpgroup wg's turn on the tensor cores". The other warpgroup arrives
+// on it once it has issued a tile's last wgmma; warpgroup wg waits on it before its next tile.
+__device__ __forceinline__ void turn_wait(int wg) {
+  asm volatile("bar.sync %0, 256;\n" ::"r"(4 + wg) : "memory");
+}
+__device__ __forceinline__ void turn_pass(int wg) {
+  asm volatile("bar.arrive %0, 256;\n" ::"r"(4 + (wg ^ 1)) : "memory");
+}
 
 // PERS 2: consumer warpgroup wg's rows of the tile at (m0, n0) leave through its two buffers at
 // `epi` + wg * 2 * EPI_BUF, a 64 x 64 block at a time: fragment (row r, chunk c) at
@@ -700,7 +730,7 @@ __device__ __forceinline__ void store_tile_tma(float (&acc)[MW][NACC], int wg, i
       warpgroup_sync(wg);
       if (leader)
         tma_store_2d(map, static_cast<int>(n0) + 64 * blk,
-                     static_cast<int>(m0) + (wg * MW + mb) * 64, buf);
+                     static_cast<int>(m0) + (wg * WG_ROWS + mb) * 64, buf);
     }
   }
 }
@@ -740,7 +770,7 @@ __device__ __forceinline__ void reduce_partials(u32 part, u32 rank, T* __restric
 #define KILN_CLUSTER_DIMS
 #endif
 
-#if TMA && PERS == 2
+#if TMA && PERS >= 2
 #define KILN_TMA_PARAMS                                \
   , const __grid_constant__ kiln_tensor_map a_tiles,   \
       const __grid_constant__ kiln_tensor_map b_tiles, \
@@ -807,14 +837,14 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
   const bool aligned = rows_aligned(A, B, N, K);
   const bool tma = TMA && aligned;  // rows 16-byte aligned: kiln encoded the maps
   // PERS 2: C's map too (N % 8 == 0 is part of `aligned`; C's base must be 16-byte aligned).
-  const bool tma_store = PERS == 2 && tma && reinterpret_cast<u64>(C) % 16 == 0;
+  const bool tma_store = PERS >= 2 && tma && reinterpret_cast<u64>(C) % 16 == 0;
 
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       // full: one arrival per loader thread (+ the expect-tx arrival of the peer's half)
       mbar_init(full_bar + 8 * s, tma ? 1 : CL == 0 ? PRODUCER_THREADS : LOADERS + 1);
       // empty: one arrival per consumer warp (of both CTAs of a cluster)
-      mbar_init(empty_bar + 8 * s, CONSUMERS * 4 * (CL == 0 ? 1 : 2));
+      mbar_init(empty_bar + 8 * s, EMPTY_WARPS * (CL == 0 ? 1 : 2));
       if (CL != 0) mbar_init(half_bar + 8 * s, LOADERS);  // this CTA's shared half has landed
     }
     if (CL != 0) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -959,9 +989,18 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     }
     if constexpr (CL != 0) cluster_sync();  // matches the consumers' one below
   } else {
-    // ---- consumers: warpgroup wg owns rows [wg * MW * 64, (wg + 1) * MW * 64) of the tile.
+    // ---- consumers: warpgroup wg owns rows [wg * MW * 64, (wg + 1) * MW * 64) of the tile
+    // (PERS 3: all rows of every other tile of the CTA, from its wg-th).
     const int wg = warp / 4, wq = warp % 4;
+    int tiles_seen = 0;  // PERS 3: the CTA's tiles so far (both warpgroups')
+    int tiles = 0;       // PERS 3: the CTA's tiles in all
+    if constexpr (PING) for_units([&](int, int) { ++tiles; });
     for_units([&](int u, int g0) {
+      const int t = tiles_seen++;
+      if constexpr (PING) {
+        if ((t & 1) != wg) return;  // the other warpgroup's tile
+        if (t > 0) turn_wait(wg);   // the other warpgroup has issued its previous tile's wgmma
+      }
       float acc[MW][NACC];
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb) {
@@ -987,7 +1026,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
           for (int mb = 0; mb < MW; ++mb) {
             // A: rows of this m64 block, k elements 16kk.. (32 bytes into each 128-byte row;
             // the hardware applies the swizzle to the address); SBO = 8 rows; LBO unused.
-            const u64 da = smem_desc(sa + (wg * MW + mb) * (64 * 128) + kk * 32, 16, 1024);
+            const u64 da = smem_desc(sa + (wg * WG_ROWS + mb) * (64 * 128) + kk * 32, 16, 1024);
             wgmma_tile(acc[mb], da, db);
           }
         }
@@ -1000,6 +1039,9 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
           if (CL != 0) mbar_arrive_remote(peer_addr(empty_bar + ps, cluster_rank() ^ 1u));
         }
       }
+      // PERS 3: every wgmma of this tile is issued; the other warpgroup's next tile may start.
+      if constexpr (PING)
+        if (t + 1 < tiles) turn_pass(wg);
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #pragma unroll
       for (int mb = 0; mb < MW; ++mb) fence_acc(acc[mb]);
@@ -1061,7 +1103,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         }
         long long m0, n0;
         tile_origin(u, m0, n0);
-#if PERS == 2
+#if PERS >= 2
         if (tma_store) {
           store_tile_tma(acc, wg, wq, lane, m0, n0, c_tiles, sbase + EPI_OFF);
           return;
@@ -1073,7 +1115,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         for (int mb = 0; mb < MW; ++mb) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const long long gr = m0 + (wg * MW + mb) * 64 + wq * 16 + (lane >> 2) + 8 * h;
+            const long long gr = m0 + (wg * WG_ROWS + mb) * 64 + wq * 16 + (lane >> 2) + 8 * h;
             if (gr >= M) continue;
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j) {
@@ -1091,8 +1133,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       }
     });
     if constexpr (PERS != 0 && CL != 0) cluster_sync();  // matches the producers' one above
-    // PERS 2: the shared memory stays until the TMA engine has read the last blocks.
-    if (PERS == 2 && tma_store && wq == 0 && lane == 0) tma_store_wait_read<0>();
+    // PERS 2 / 3: the shared memory stays until the TMA engine has read the last blocks.
+    if (PERS >= 2 && tma_store && wq == 0 && lane == 0) tma_store_wait_read<0>();
   }
   if constexpr (SK > 1) {
     // Every thread of the cluster (producers too) takes part: the first barrier publishes all

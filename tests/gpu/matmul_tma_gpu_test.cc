@@ -7,6 +7,9 @@
 //    multicasts it into both CTAs' stages; persistent (PERS 1) or not; two CTAs per pair of tiles.
 //  - MatmulTmaStore: PERS 2, persistent CTAs whose epilogue goes through shared memory and TMA
 //    stores that overlap the next tile, at each tile size it has; the grid is min(tiles, 132).
+//  - MatmulPingPong: PERS 3, the same with each consumer warpgroup owning every other tile of
+//    its CTA, at a shape with more tiles than CTAs (2 or 3 per CTA, so both warpgroups work and
+//    hand the tensor cores over), whose last row and column of tiles are partly outside C.
 #include <gtest/gtest.h>
 
 #ifdef KILN_HAVE_CUDA
@@ -78,6 +81,38 @@ INSTANTIATE_TEST_SUITE_P(Tiles, MatmulTmaStore,
                          [](const ::testing::TestParamInfo<StoreTile>& i) {
                            const std::string p = i.param.params;
                            return "Tile" + p.substr(3, 3) + "x" + p.substr(10, 3);
+                         });
+
+// 1900 x 2296 cuts into 15 x 18 = 270 tiles of 128 x 128 and 30 x 9 = 270 of 64 x 256: 132 CTAs,
+// 6 of them with three tiles (warpgroup 0 takes two), the others with two. With clusters (CL 1:
+// pairs of tiles one above the other, CL 2: side by side) 135 to 150 pairs: 66 clusters, each
+// with two or three. K = 520 leaves the last K slice partly outside A and B.
+class MatmulPingPong : public testing::HopperMatmulTest,
+                       public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(MatmulPingPong, VerifiesWithEachWarpgroupOwningEveryOtherTile) {
+  testing::TempDir dir;
+  nlohmann::json r = testing::eval_matmul_verified(
+      dir, std::string("BK=64,GROUP_M=8,IMPL=1,SK=1,WM=1,WN=1,TMA=1,PERS=3,") + GetParam(),
+      "M=1900,N=2296,K=520");
+  EXPECT_EQ(testing::grid_x(r), 132) << r.dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, MatmulPingPong,
+                         ::testing::Values("CL=0,BM=128,BN=128,STAGES=6",
+                                           "CL=0,BM=64,BN=256,STAGES=4",
+                                           "CL=1,BM=128,BN=128,STAGES=6",
+                                           "CL=2,BM=128,BN=128,STAGES=5",
+                                           "CL=2,BM=64,BN=256,STAGES=4"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           std::string name;  // CL0_BM128_BN128_STAGES6
+                           for (char c : std::string(i.param)) {
+                             if (c == ',')
+                               name += '_';
+                             else if (c != '=')
+                               name += c;
+                           }
+                           return name;
                          });
 
 }  // namespace
