@@ -5,7 +5,9 @@
 # and once for PyTorch eager's (cuBLAS). Per kernel: duration, SM clock, tensor-pipe and SM
 # throughput, L2 and DRAM traffic, and how evenly the SMs were busy (sm__cycles_active min / avg /
 # max: a persistent kernel whose tiles do not divide evenly over the SMs shows a low min).
-#   bench/gemm_ncu.sh TARBALL OUTDIR        (GEMM_NCU_TARGETS=matmul,fused_mlp)
+#   bench/gemm_ncu.sh TARBALL OUTDIR
+# Env: GEMM_NCU_TARGETS (default matmul,fused_mlp), GEMM_NCU_PARAMS (one target's parameters
+# instead of best_configs.sh's), GEMM_NCU_SIDES (default "kiln eager").
 set -uo pipefail
 tarball=${1:?usage: bench/gemm_ncu.sh TARBALL OUTDIR}
 out=${2:?usage: bench/gemm_ncu.sh TARBALL OUTDIR}
@@ -35,11 +37,13 @@ echo "metrics: $metrics" | tee "$out/progress.log"
 exports=$(mktemp -d /tmp/kiln-gemm-ncu-exports.XXXXXX)
 GEMM_NCU_TARGETS=${GEMM_NCU_TARGETS:-matmul,fused_mlp}
 for t in ${GEMM_NCU_TARGETS//,/ }; do
-  timeout 300 kiln export "$t" --template --params "${best[$t]}" --format torch --to "$exports/$t" \
+  params=${best[$t]}
+  [[ -n "${GEMM_NCU_PARAMS:-}" ]] && params=$GEMM_NCU_PARAMS
+  timeout 300 kiln export "$t" --template --params "$params" --format torch --to "$exports/$t" \
     > "$out/export-$t.log" 2>&1 || { echo "export $t failed" | tee -a "$out/progress.log"; continue; }
   (cd "$exports/$t" && timeout 300 python3 -c "import sys; sys.path.insert(0, '.'); import $t; $t._ext()") \
     > "$out/build-$t.log" 2>&1 || { echo "build $t failed" | tee -a "$out/progress.log"; continue; }
-  for side in kiln eager; do
+  for side in ${GEMM_NCU_SIDES:-kiln eager}; do
     timeout 300 "$ncu" --clock-control none --nvtx --nvtx-include "$side/" --metrics "$metrics" \
       --csv --page raw python3 "$repo/bench/gemm_ncu.py" "$exports/$t" \
       > "$out/ncu-$t-$side.csv" 2> "$out/ncu-$t-$side.log"

@@ -1,8 +1,10 @@
 // Matmul seed for the cpu backend: C = A @ B (all row-major), a plain triple loop, one float
-// accumulator per output element; used to validate the reference, shapes and tolerances.
+// accumulator per output element; used to validate the reference, shapes and tolerances. The
+// scratch buffer ws goes unused.
 #include <cstdint>
 
-extern "C" void matmul_seed(const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K) {
+extern "C" void matmul_seed(const T* A, const T* B, T* C, float* ws, int64_t M, int64_t N,
+                            int64_t K) {
   for (int64_t i = 0; i < M; ++i) {
     for (int64_t j = 0; j < N; ++j) {
       float acc = 0.f;

@@ -1,12 +1,12 @@
 # matmul seed (Triton): C[M,N] = A[M,K] @ B[K,N], all row-major; one program per BLOCK x BLOCK
 # tile of C in row-major tile order, K in steps of 32 with tl.dot (fp32 accumulation), every load
-# masked at the edges (zeros beyond K). Plain and obviously correct.
+# masked at the edges (zeros beyond K). Plain and obviously correct. ws (scratch) goes unused.
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def matmul_seed(A, B, C, M, N, K, BLOCK: tl.constexpr):
+def matmul_seed(A, B, C, ws, M, N, K, BLOCK: tl.constexpr):
     tiles_n = tl.cdiv(N, BLOCK)
     pid = tl.program_id(0)
     rm = (pid // tiles_n).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)

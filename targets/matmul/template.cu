@@ -74,6 +74,23 @@
 //    back. Both CTAs of a cluster walk the same units, so a stage is read by the same warpgroup
 //    in each, and `empty` counts its 4 warps in both CTAs.
 //
+//    PERS 4 (as PERS 2): stream-K for the last, partial wave. T tiles on G persistent CTAs leave
+//    T % G tiles for a last wave in which G - T % G CTAs idle (at 4096^3, 512 tiles of 128 x 256
+//    on 132 CTAs: 116 of them take a 4th tile, 16 wait). With PERS 4 the first T - T % G tiles
+//    are shared out as before and the K slices of the rest are cut into G equal, contiguous
+//    ranges, one per CTA (CTA c: slices [c * S / G, (c + 1) * S / G) of the S = (T % G) * KT).
+//    A range is shorter than a tile's KT slices, so it holds the end of one tile and maybe the
+//    start of the next. The CTA whose piece starts a tile (k = 0) owns it: it runs that piece
+//    last, then adds the other pieces' partial sums (kept in f32 by the CTAs after it, which ran
+//    them first) in CTA order, so every run adds in the same order, and writes C. A piece that
+//    does not start its tile is written to the CTA's slot of the scratch buffer `ws` (f32, each
+//    thread its accumulators as float4, coalesced) and flagged (release); its owner waits on the
+//    flag (acquire), reads the slot and sets the flag back to 0, leaving `ws` as it found it. The
+//    flags are `ws`'s first 2 G words (one per CTA and consumer warpgroup), the slots follow
+//    from word 1024; where they do not fit in M x N floats every tile is shared out whole.
+//    Every CTA is resident (one per SM) and writes its partial before it waits on anyone's, so
+//    the waits always end.
+
 // Shared-memory layouts (both variants), in 16-byte chunks of 8 elements, XOR-swizzled so that
 // the 8 row addresses of an ldmatrix (or a wgmma core matrix) and the 8 chunks written by 8
 // consecutive threads fall in 8 different bank groups:
@@ -133,7 +150,8 @@
 #define PERS \
   0  // IMPL 1: 1 = persistent CTAs walking the tiles, epilogue from registers;
      // 2 = persistent, epilogue through shared memory and TMA stores (TMA 1, CL 0);
-     // 3 = as 2, ping-pong: each consumer warpgroup owns every other tile
+     // 3 = as 2, ping-pong: each consumer warpgroup owns every other tile;
+     // 4 = as 2, with the last partial wave's K slices split over all CTAs (stream-K)
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8  // tile rows per raster group
@@ -381,8 +399,8 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const u32 (&a)[4], u32 
 }
 
 extern "C" __global__ void __launch_bounds__(NTHREADS)
-    matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long M,
-           long long N, long long K) {
+    matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, float* ws,
+           long long M, long long N, long long K) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_addr(smem_raw);
   const u32 sbase = (raw + 1023u) & ~1023u;  // stage 0; kiln reserves 1 KB of slack for this
@@ -505,9 +523,12 @@ static_assert(CL == 0 || CL == 1 || CL == 2, "CL is 0 (no cluster), 1 (share B) 
 static_assert(CL != 1 || BN % 128 == 0, "B halves are whole 64-column blocks");
 static_assert(SK >= 1 && SK <= 8, "SK is 1 to 8 (a portable cluster)");
 static_assert(SK == 1 || (CL == 0 && PERS == 0), "split-K has a cluster of its own, one tile");
-static_assert(PERS != 2 || (TMA == 1 && CL == 0), "PERS 2 stores with TMA from single CTAs");
+static_assert((PERS != 2 && PERS != 4) || (TMA == 1 && CL == 0),
+              "PERS 2 / 4 store with TMA from single CTAs");
 static_assert(PERS != 3 || TMA == 1, "PERS 3 stores with TMA");
-static_assert(PERS >= 0 && PERS <= 3, "PERS is 0 to 3");
+static_assert(PERS >= 0 && PERS <= 4, "PERS is 0 to 4");
+constexpr int TAIL = PERS == 4 ? 1 : 0;  // stream-K for the last partial wave
+constexpr long long SLOT_OFF = 1024;     // PERS 4: the partial-tile slots' first word in ws
 // PERS 2 / 3: two 8 KB epilogue buffers (64 x 64 elements) per consumer warpgroup, after the
 // barriers.
 constexpr u32 EPI_OFF = (BAR_OFF + 256 + 1023) & ~1023u;
@@ -735,6 +756,51 @@ __device__ __forceinline__ void store_tile_tma(float (&acc)[MW][NACC], int wg, i
   }
 }
 
+// PERS 4: this thread's accumulators to and from slot `slot` of ws (consumer warpgroup wg's
+// half of it): float4 j of thread t at (j * 128 + t) * 16 bytes, so that each warp instruction
+// moves 512 contiguous bytes. Through L2 only (.cg): the slot is written and read by two SMs.
+__device__ __forceinline__ float4* slot_of(float* ws, int slot, int wg) {
+  return reinterpret_cast<float4*>(ws + SLOT_OFF + static_cast<long long>(slot) * BM * BN +
+                                   wg * (MW * NACC * 128));
+}
+__device__ __forceinline__ void put_partial(const float (&acc)[MW][NACC], float* ws, int slot,
+                                            int wg, int t) {
+  float4* p = slot_of(ws, slot, wg);
+#pragma unroll
+  for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+    for (int j = 0; j < NACC / 4; ++j)
+      __stcg(
+          p + (mb * (NACC / 4) + j) * 128 + t,
+          make_float4(acc[mb][4 * j], acc[mb][4 * j + 1], acc[mb][4 * j + 2], acc[mb][4 * j + 3]));
+  }
+}
+__device__ __forceinline__ void add_partial(float (&acc)[MW][NACC], float* ws, int slot, int wg,
+                                            int t) {
+  const float4* p = slot_of(ws, slot, wg);
+#pragma unroll
+  for (int mb = 0; mb < MW; ++mb) {
+#pragma unroll
+    for (int j = 0; j < NACC / 4; ++j) {
+      const float4 v = __ldcg(p + (mb * (NACC / 4) + j) * 128 + t);
+      acc[mb][4 * j] += v.x, acc[mb][4 * j + 1] += v.y;
+      acc[mb][4 * j + 2] += v.z, acc[mb][4 * j + 3] += v.w;
+    }
+  }
+}
+// PERS 4: a partial's flag, set with release semantics once the partial is written; its reader
+// waits for it with acquire semantics and clears it for the next launch.
+__device__ __forceinline__ void flag_set(int* f) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(f), "r"(1) : "memory");
+}
+__device__ __forceinline__ void flag_take(int* f) {
+  int v;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+  } while (v == 0);
+  asm volatile("st.relaxed.gpu.global.b32 [%0], %1;\n" ::"l"(f), "r"(0) : "memory");
+}
+
 // Split-K: CTA `rank` sums rows [rank * ROWS, +ROWS) (ROWS = BM / SK rounded up; the last rank
 // fewer) of the SK partial tiles (f32, pitch
 // PART_PITCH, at shared address `part` in every CTA of the cluster) in rank order and writes them
@@ -783,8 +849,8 @@ __device__ __forceinline__ void reduce_partials(u32 part, u32 rank, T* __restric
 #endif
 
 extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
-    matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C, long long M,
-           long long N, long long K KILN_TMA_PARAMS) {
+    matmul(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ C,
+           float* __restrict__ ws, long long M, long long N, long long K KILN_TMA_PARAMS) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const u32 raw = smem_addr(smem_raw);
   // Stage 0, 1024-byte aligned for the swizzle. The dynamic shared memory starts at the same
@@ -820,16 +886,38 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
   const int KT = static_cast<int>((K + BK - 1) / BK);
   const int kb = SK == 1 ? 0 : static_cast<int>(cluster_rank()) * KT / SK;
   const int KTL = SK == 1 ? KT : (static_cast<int>(cluster_rank()) + 1) * KT / SK - kb;
-  // Calls body(u, g0) for each unit of this CTA; g0 = number of K slices of its earlier units
-  // (the ring's stages and barrier phases run on across units).
-  auto for_units = [&](auto&& body) {
+  // PERS 4: units [0, dp_units) are shared out whole, the K slices of the others (sk_slices in
+  // all) in G contiguous ranges; dp_units = units where every tile is shared out whole.
+  const int units = static_cast<int>(((M + TM - 1) / TM) * ((N + TN - 1) / TN));
+  const int stride = CL == 0 ? static_cast<int>(gridDim.x) : static_cast<int>(gridDim.x / 2);
+  int dp_units = units;
+  long long sk_slices = 0;
+  if constexpr (TAIL == 1) {
+    const int rest = units % stride;
+    if (rest != 0 && KT > 0 && SLOT_OFF + static_cast<long long>(stride) * BM * BN <= M * N) {
+      dp_units = units - rest;
+      sk_slices = static_cast<long long>(rest) * KT;
+    }
+  }
+  auto sk_begin = [&](int c) { return static_cast<int>(c * sk_slices / stride); };
+  // Calls body(u, k_begin, k_end, g0) for each work item of this CTA: unit u's K slices
+  // [k_begin, k_end) (split-K: this CTA's share; PERS 4: a piece of a tail tile; otherwise all
+  // KT); g0 = the K slices of its earlier items (the ring's stages and barrier phases run on).
+  auto for_work = [&](auto&& body) {
     if constexpr (PERS == 0) {
-      body(unit0, 0);
+      body(unit0, kb, kb + KTL, 0);
     } else {
-      const int units = static_cast<int>(((M + TM - 1) / TM) * ((N + TN - 1) / TN));
-      const int stride = CL == 0 ? static_cast<int>(gridDim.x) : static_cast<int>(gridDim.x / 2);
       int g0 = 0;
-      for (int u = unit0; u < units; u += stride, g0 += KTL) body(u, g0);
+      for (int u = unit0; u < dp_units; u += stride, g0 += KT) body(u, 0, KT, g0);
+      if constexpr (TAIL == 1) {
+        const int s1 = sk_begin(unit0 + 1);
+        for (int s = sk_begin(unit0); s < s1;) {
+          const int kbeg = s % KT, kend = min(KT, kbeg + (s1 - s));
+          body(dp_units + s / KT, kbeg, kend, g0);
+          g0 += kend - kbeg;
+          s += kend - kbeg;
+        }
+      }
     }
   };
   const u32 rank = CL == 0 && SK == 1 ? 0u : cluster_rank();
@@ -861,17 +949,17 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       // ---- one producer thread: each stage as TMA boxes, A (k, m) then B's 64-column blocks;
       // with clusters this CTA's half of the shared operand goes to both CTAs (multicast).
       if (ptid == 0) {
-        for_units([&](int u, int g0) {
+        for_work([&](int u, int kbeg, int kend, int g0) {
           long long m0, n0;
           origin(u, m0, n0);
           const int m = static_cast<int>(m0), n = static_cast<int>(n0);
-          for (int i = 0; i < KTL; ++i) {
+          for (int i = 0; i < kend - kbeg; ++i) {
             const int g = g0 + i;
             const int s = g % STAGES;
             // With clusters `empty` also counts the peer's consumers (remote arrivals); a CTA-scope
             // wait suffices, as the next step is a TMA write (see mbar_arrive_remote).
             if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
-            const int k0 = (kb + i) * BK;
+            const int k0 = (kbeg + i) * BK;
             const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES, full = full_bar + 8 * s;
             mbar_arrive_expect_tx(full, STAGE_BYTES);
             if constexpr (CL == 2) {  // A's rows [rank * BM/2, +BM/2) to both CTAs
@@ -896,14 +984,14 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
 #endif
     } else if constexpr (CL == 0) {
       // ---- producers: fill stage g % STAGES with slice g once its previous use has retired.
-      for_units([&](int u, int g0) {
+      for_work([&](int u, int kbeg, int kend, int g0) {
         long long m0, n0;
         origin(u, m0, n0);
-        for (int i = 0; i < KTL; ++i) {
+        for (int i = 0; i < kend - kbeg; ++i) {
           const int g = g0 + i;
           const int s = g % STAGES;
           if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
-          const long long k0 = static_cast<long long>(kb + i) * BK;
+          const long long k0 = static_cast<long long>(kbeg + i) * BK;
           const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
           const int mode_a = !aligned ? 2 : (m0 + BM <= M && k0 + BK <= K) ? 0 : 1;
           const int mode_b = !aligned ? 2 : (k0 + BK <= K && n0 + BN <= N) ? 0 : 1;
@@ -924,15 +1012,15 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       // of it), then the whole of the other operand. Stage s is reused once the consumers of
       // BOTH CTAs have released it: then this CTA's copy of the slice and the peer's copy of
       // this CTA's half are both dead, and the sender may overwrite the peer's stage too.
-      for_units([&](int u, int g0) {
+      for_work([&](int u, int kbeg, int kend, int g0) {
         long long m0, n0;
         origin(u, m0, n0);
-        for (int i = 0; i < KTL; ++i) {
+        for (int i = 0; i < kend - kbeg; ++i) {
           const int g = g0 + i;
           const int s = g % STAGES;
           if (g >= STAGES) mbar_wait(empty_bar + 8 * s, ((g / STAGES) - 1) & 1);
           if (ptid == 0) mbar_arrive_expect_tx(full_bar + 8 * s, HALF_BYTES);  // the peer's half
-          const long long k0 = static_cast<long long>(kb + i) * BK;
+          const long long k0 = static_cast<long long>(kbeg + i) * BK;
           const u32 sa = sbase + s * STAGE_BYTES, sb = sa + A_BYTES;
           if constexpr (CL == 1) {  // share B: this CTA loads columns [rank * BN/2, +BN/2)
             const long long nh = n0 + rank * (BN / 2);
@@ -973,8 +1061,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
       // aligned stage) and complete its bytes on the peer's full barrier.
       const u32 peer = rank ^ 1u;
       const u32 half_off = (CL == 1 ? A_BYTES : 0u) + rank * HALF_BYTES;
-      for_units([&](int, int g0) {
-        for (int i = 0; i < KTL; ++i) {
+      for_work([&](int, int kbeg, int kend, int g0) {
+        for (int i = 0; i < kend - kbeg; ++i) {
           const int g = g0 + i;
           const int s = g % STAGES;
           mbar_wait(half_bar + 8 * s, (g / STAGES) & 1);
@@ -994,8 +1082,8 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     const int wg = warp / 4, wq = warp % 4;
     int tiles_seen = 0;  // PERS 3: the CTA's tiles so far (both warpgroups')
     int tiles = 0;       // PERS 3: the CTA's tiles in all
-    if constexpr (PING) for_units([&](int, int) { ++tiles; });
-    for_units([&](int u, int g0) {
+    if constexpr (PING) for_work([&](int, int, int, int) { ++tiles; });
+    for_work([&](int u, int kbeg, int kend, int g0) {
       const int t = tiles_seen++;
       if constexpr (PING) {
         if ((t & 1) != wg) return;  // the other warpgroup's tile
@@ -1008,7 +1096,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         for (int i = 0; i < NACC; ++i) acc[mb][i] = 0.f;
         fence_acc(acc[mb]);
       }
-      for (int i = 0; i < KTL; ++i) {
+      for (int i = 0; i < kend - kbeg; ++i) {
         const int g = g0 + i;
         const int s = g % STAGES;
         mbar_wait(full_bar + 8 * s, (g / STAGES) & 1);
@@ -1097,9 +1185,33 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
         // already loading): 4-byte stores of column pairs, element-wise at a ragged right edge
         // or when rows of C are not 4-byte aligned.
         if (lane == 0) {
-          const u32 ps = 8 * ((g0 + KTL - 1) % STAGES);
+          const u32 ps = 8 * ((g0 + (kend - kbeg) - 1) % STAGES);
           mbar_arrive(empty_bar + ps);
           if (CL != 0) mbar_arrive_remote(peer_addr(empty_bar + ps, cluster_rank() ^ 1u));
+        }
+        if constexpr (TAIL == 1) {
+          if (u >= dp_units) {  // a piece of a tail tile (CL 0: this CTA is number unit0)
+            const int t = tid & 127;
+            int* const flags = reinterpret_cast<int*>(ws);
+            if (kbeg != 0) {  // not the tile's first piece: its owner adds it
+              put_partial(acc, ws, unit0, wg, t);
+              __threadfence();
+              warpgroup_sync(wg);
+              if (t == 0) flag_set(flags + 2 * unit0 + wg);
+              return;
+            }
+            // This CTA owns the tile: add the pieces of the CTAs after it that start inside it,
+            // in CTA order (their ranges are empty or begin past this CTA's piece).
+            const int tile_end = (u - dp_units + 1) * KT;
+            for (int c2 = unit0 + 1; c2 < stride; ++c2) {
+              const int b = sk_begin(c2);
+              if (b >= tile_end) break;
+              if (b == sk_begin(c2 + 1)) continue;  // an empty range
+              if (t == 0) flag_take(flags + 2 * c2 + wg);
+              warpgroup_sync(wg);
+              add_partial(acc, ws, c2, wg, t);
+            }
+          }
         }
         long long m0, n0;
         tile_origin(u, m0, n0);

@@ -1,5 +1,6 @@
 # matmul template (Triton): C[M,N] = A[M,K] @ B[K,N], all row-major, fp32 accumulation with
-# tl.dot (wgmma on Hopper), every load masked at the edges (zeros beyond K).
+# tl.dot (wgmma on Hopper), every load masked at the edges (zeros beyond K). ws, the target's
+# scratch buffer (the CUDA template's stream-K partials), goes unused.
 #   BLOCK_M, BLOCK_N, BLOCK_K  the tile of C per program and the K step
 #   GROUP_M    programs walk the tiles in groups of GROUP_M tile rows, column by column inside a
 #              group, so the programs resident at one time share panels of A and B in L2
@@ -9,7 +10,7 @@ import triton.language as tl
 
 
 @triton.jit
-def matmul(A, B, C, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def matmul(A, B, C, ws, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
            BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(M, BLOCK_M)

@@ -10,6 +10,10 @@
 //  - MatmulPingPong: PERS 3, the same with each consumer warpgroup owning every other tile of
 //    its CTA, at a shape with more tiles than CTAs (2 or 3 per CTA, so both warpgroups work and
 //    hand the tensor cores over), whose last row and column of tiles are partly outside C.
+//  - MatmulStreamK: PERS 4, PERS 2 with the last partial wave's K slices split over all 132
+//    CTAs, partial tiles passed through the scratch buffer: ranges of one slice or none (each
+//    tile's owner adds eight partials), ranges that cross from one tile into the next, and a
+//    shape whose partials would not fit in the scratch buffer (every tile whole).
 #include <gtest/gtest.h>
 
 #ifdef KILN_HAVE_CUDA
@@ -114,6 +118,48 @@ INSTANTIATE_TEST_SUITE_P(Tiles, MatmulPingPong,
                            }
                            return name;
                          });
+
+struct StreamKCase {
+  const char* shape;
+  const char* tile;
+};
+void PrintTo(const StreamKCase& c, std::ostream* os) { *os << c.shape << " " << c.tile; }
+
+class MatmulStreamK : public testing::HopperMatmulTest,
+                      public ::testing::WithParamInterface<StreamKCase> {};
+
+TEST_P(MatmulStreamK, VerifiesWithTheLastWaveSplitAlongK) {
+  testing::TempDir dir;
+  nlohmann::json r = testing::eval_matmul_verified(
+      dir,
+      std::string("BK=64,GROUP_M=8,IMPL=1,SK=1,WM=1,WN=1,TMA=1,CL=0,PERS=4,") + GetParam().tile,
+      GetParam().shape);
+  EXPECT_EQ(testing::grid_x(r), 132) << r.dump();
+}
+
+// 1900 x 2296 x 520 in 128 x 256 tiles: 15 x 9 = 135, so 3 tail tiles of 9 K slices, 27 slices
+// for 132 CTAs (most ranges empty). 2550 x 3064 x 520: 20 x 12 = 240 tiles, 108 in the tail,
+// 7.4 slices per CTA, so ranges cross tile boundaries; in 256 x 128 tiles 10 x 24, the same.
+// 640 x 768: 15 tiles, whose partials would not fit in M x N floats: all whole.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MatmulStreamK,
+    ::testing::Values(StreamKCase{"M=1900,N=2296,K=520", "BM=128,BN=256,STAGES=4"},
+                      StreamKCase{"M=2550,N=3064,K=520", "BM=128,BN=256,STAGES=4"},
+                      StreamKCase{"M=2550,N=3064,K=520", "BM=256,BN=128,STAGES=4"},
+                      StreamKCase{"M=640,N=768,K=1024", "BM=128,BN=128,STAGES=6"}),
+    [](const ::testing::TestParamInfo<StreamKCase>& i) {
+      std::string name;  // M1900_N2296_K520_BM128_BN256
+      for (const char* p : {i.param.shape, i.param.tile}) {
+        for (const char* c = p; *c; ++c) {
+          if (*c == ',')
+            name += '_';
+          else if (*c != '=')
+            name += *c;
+        }
+        if (p == i.param.shape) name += '_';
+      }
+      return name.substr(0, name.find("_STAGES"));
+    });
 
 }  // namespace
 }  // namespace kiln
