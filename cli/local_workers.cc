@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 
 namespace kiln::cli {
@@ -12,6 +13,31 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kMaxBackoff{60};
 constexpr std::chrono::seconds kHealthyAfter{60};  // a process up this long resets its back-off
+
+// The last non-empty line of the file at `path`, read from at most its last 4 KB, with control
+// characters shown as '?' and cut to 240 characters; empty when there is none. A worker that
+// exits with an error says why on its last line ("worker id 'gpu0' is in use by ...").
+std::string last_line(const std::string& path) {
+  constexpr std::streamoff kTail = 4096;
+  constexpr size_t kMax = 240;
+  std::ifstream f(path, std::ios::binary);
+  if (!f || !f.seekg(0, std::ios::end)) return "";
+  const std::streamoff size = f.tellg();
+  if (size <= 0) return "";
+  const std::streamoff from = std::max<std::streamoff>(0, size - kTail);
+  std::string tail(static_cast<size_t>(size - from), '\0');
+  f.seekg(from);
+  f.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  tail.resize(static_cast<size_t>(std::max<std::streamsize>(0, f.gcount())));
+  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
+  const size_t nl = tail.find_last_of('\n');
+  std::string line = nl == std::string::npos ? tail : tail.substr(nl + 1);
+  for (char& c : line) {
+    if (std::iscntrl(static_cast<unsigned char>(c))) c = '?';
+  }
+  if (line.size() > kMax) line = line.substr(0, kMax - 3) + "...";
+  return line;
+}
 
 }  // namespace
 
@@ -40,8 +66,14 @@ void LocalWorkers::supervise() {
   for (Slot& s : slots_) {
     if (!s.waiting) {
       if (s.child && s.child->running()) continue;
-      const std::string how =
-          s.child && s.child->exit_status() ? s.child->exit_status()->describe() : "ended";
+      const std::optional<ExitStatus> status = s.child ? s.child->exit_status() : std::nullopt;
+      std::string how = status ? status->describe() : "ended";
+      // An exit with an error status says why on its log's last line; a killed process's last
+      // line is whatever it was doing, so it is left out.
+      if (status && status->term_signal == 0 && status->exit_code != 0) {
+        const std::string why = last_line(s.spawn.output_file);
+        if (!why.empty()) how += " (its log ends: \"" + why + "\")";
+      }
       if (now - s.started >= kHealthyAfter) s.backoff = std::chrono::seconds(1);
       std::fprintf(out_, "%s: %s (pid %d) %s; starting it again in %lld s (log %s)\n", who_.c_str(),
                    s.name.c_str(), s.child ? s.child->pid() : -1, how.c_str(),

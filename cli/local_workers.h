@@ -1,7 +1,8 @@
 // The worker processes `kiln run` starts on this machine (one evaluator per GPU, or --evaluators
 // of them on the cpu backend; an LLM agent), kept alive for the whole run: one that dies is
 // started again after a back-off (1 s, doubling up to a minute; back to 1 s once a process has
-// run for a minute), and each restart is said on stderr with how the process ended.
+// run for a minute), and each restart is said on stderr with how the process ended (after an
+// exit with an error status, with the last line of its log: the reason it gave).
 #pragma once
 
 #include <chrono>

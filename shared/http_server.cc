@@ -145,6 +145,21 @@ struct Connection {
   Clock::time_point deadline;
 };
 
+// What to do about a failed bind, by its errno; empty where there is nothing useful to add.
+std::string bind_hint(int err) {
+  switch (err) {
+    case EADDRINUSE:
+      return " (is another process listening there? pick another port or 0 for a free one)";
+    case EADDRNOTAVAIL:
+      return " (no interface of this machine has that address: give one of its own addresses, "
+             "127.0.0.1 for this machine only, or * for all)";
+    case EACCES:
+      return " (ports below 1024 need privileges: pick a port above 1023, or 0 for a free one)";
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 Result<std::pair<std::string, uint16_t>> parse_host_port(const std::string& text) {
@@ -180,27 +195,27 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(HttpServerOptions options,
     return invalid_argument("HTTP bind " + options.bind + ": " + gai_strerror(rc));
   }
   std::string last_error = "no address";
+  int last_errno = 0;
   int fd = -1;
   for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
     fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
+      last_errno = errno;
       last_error = std::strerror(errno);
       continue;
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+      last_errno = errno;
       last_error = std::strerror(errno);
       close(fd);
       fd = -1;
     }
   }
   freeaddrinfo(found);
-  if (fd < 0) {
-    return unavailable(
-        "HTTP bind " + options.bind + ": " + last_error +
-        " (is another process listening there? pick another port or 0 for a free one)");
-  }
+  if (fd < 0)
+    return unavailable("HTTP bind " + options.bind + ": " + last_error + bind_hint(last_errno));
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);

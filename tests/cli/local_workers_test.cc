@@ -58,5 +58,44 @@ TEST(LocalWorkers, AKilledWorkerIsStartedAgainAfterItsBackoffAndSaysSo) {
   EXPECT_NE(kill(second[0], 0), 0) << "still running after stop_all";
 }
 
+// A worker that exits with an error status (a refused evaluator, a bad option) is reported with
+// the last line of its log, where it said why; one killed by a signal is not.
+TEST(LocalWorkers, AnErrorExitIsReportedWithTheLastLineOfTheLog) {
+  testing::TempDir dir;
+  FILE* said = std::tmpfile();
+  ASSERT_NE(said, nullptr);
+  LocalWorkers workers("kiln run", "", said);
+  const std::string why = "worker id 'gpu0' is in use by another live process";
+  ASSERT_TRUE(
+      workers
+          .start("evaluator 0",
+                 {"sh", "-c", "echo starting; echo \"" + why + "\" >&2; printf '\\n'; exit 1"},
+                 dir.file("e0.log"), true)
+          .is_ok());
+  ASSERT_TRUE(
+      workers.start("evaluator 1", {"sh", "-c", "echo busy; kill -9 $$"}, dir.file("e1.log"), true)
+          .is_ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string text;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (text.find("evaluator 0 (pid") == std::string::npos ||
+          text.find("evaluator 1 (pid") == std::string::npos)) {
+    workers.supervise();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    text.clear();
+    std::rewind(said);
+    for (int c; (c = std::fgetc(said)) != EOF;) text += static_cast<char>(c);
+  }
+  std::fclose(said);
+  EXPECT_NE(text.find("exited with status 1 (its log ends: \"" + why + "\")"), std::string::npos)
+      << text;
+  const size_t e1 = text.find("evaluator 1 (pid");
+  ASSERT_NE(e1, std::string::npos) << text;
+  const std::string e1_line = text.substr(e1, text.find('\n', e1) - e1);
+  EXPECT_NE(e1_line.find("killed by signal 9"), std::string::npos) << e1_line;
+  EXPECT_EQ(e1_line.find("its log ends"), std::string::npos) << e1_line;
+  workers.stop_all();
+}
+
 }  // namespace
 }  // namespace kiln::cli

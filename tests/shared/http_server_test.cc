@@ -167,7 +167,18 @@ TEST(HttpServer, BindErrorsSayWhatIsWrong) {
                                   [](const HttpRequest&) { return HttpResponse{}; });
   ASSERT_FALSE(second.is_ok());
   EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("another process listening"), std::string::npos)
+      << second.status().message();
   EXPECT_EQ(first->url(), "http://127.0.0.1:" + std::to_string(first->port()));
+  // An address no interface has (TEST-NET-1, RFC 5737) is not a busy port: the hint says so.
+  auto elsewhere =
+      HttpServer::start({.bind = "192.0.2.1:0"}, [](const HttpRequest&) { return HttpResponse{}; });
+  if (elsewhere.is_ok()) GTEST_SKIP() << "this host binds any address (net.ipv4.ip_nonlocal_bind)";
+  EXPECT_NE(elsewhere.status().message().find("no interface of this machine has that address"),
+            std::string::npos)
+      << elsewhere.status().message();
+  EXPECT_EQ(elsewhere.status().message().find("another process"), std::string::npos)
+      << elsewhere.status().message();
 }
 
 TEST(HttpServer, ParsesHostPort) {
