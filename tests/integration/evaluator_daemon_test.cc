@@ -1,14 +1,15 @@
 // The evaluator daemon as a real process (`kiln evaluator --backend cpu`) against a test ROUTER
 // standing in for the coordinator: hello and credits, an evaluation round trip, bad input,
 // heartbeats, reconnection after the coordinator restarts, what its hello says (arch, spec
-// hashes), a task for another copy of a target, the kind a task names, and the coordinator's bye
-// and refusal.
+// hashes), a task for another copy of a target, the kind a task names, a task sent again while
+// held, and the coordinator's bye and refusal.
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -91,6 +92,29 @@ class EvaluatorDaemon : public ::testing::Test {
     return std::nullopt;
   }
 
+  // Every message but heartbeats (answered) from the daemon until `until` says stop, or
+  // `timeout_ms` passes.
+  std::vector<proto::Envelope> collect(int timeout_ms,
+                                       const std::function<bool(const proto::Envelope&)>& until) {
+    std::vector<proto::Envelope> got;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (Clock::now() < deadline) {
+      Result<std::optional<net::RoutedMessage>> m = router_->receive(100);
+      if (!m.is_ok() || !m->has_value()) continue;
+      peer_ = (*m)->peer;
+      Result<proto::Envelope> env = proto::decode((*m)->payload);
+      EXPECT_TRUE(env.is_ok()) << env.status().to_string();
+      if (!env.is_ok()) continue;
+      if (std::holds_alternative<proto::Heartbeat>(env->body)) {
+        send(proto::Heartbeat{});
+        continue;
+      }
+      got.push_back(*env);
+      if (until(got.back())) break;
+    }
+    return got;
+  }
+
   void send(proto::Message body) {
     ASSERT_TRUE(router_->send(peer_, proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)})).is_ok());
   }
@@ -170,6 +194,44 @@ TEST_F(EvaluatorDaemon, EvaluatesTwoQueuedTasksWhoseCompilesOverlap) {
   // Started ahead of it: served from the cache, or waited for if still under way (how long it
   // waited depends on the machine's load, so compile_ms may be above 0).
   EXPECT_EQ(answered["t4"].metrics.at("compiles_run"), 0) << "t4's compile did not run ahead of it";
+}
+
+// A task sent again while the daemon holds it (the coordinator's route to the worker id moved
+// away and back) is evaluated and answered once; the slot the copy took is offered back at once.
+TEST_F(EvaluatorDaemon, ATaskSentAgainWhileHeldIsAnsweredOnce) {
+  ASSERT_TRUE(next("hello").has_value());
+  ASSERT_TRUE(next("credit").has_value());  // the first offer: its capacity
+  send(task("t7", "rmsnorm"));
+  send(task("t7", "rmsnorm"));
+  auto is_result = [](const proto::Envelope& e) {
+    return std::holds_alternative<proto::EvaluationResult>(e.body);
+  };
+  std::vector<proto::Envelope> got = collect(60000, is_result);
+  ASSERT_FALSE(got.empty());
+  ASSERT_TRUE(is_result(got.back())) << "no result";
+  const auto& r = std::get<proto::EvaluationResult>(got.back().body);
+  EXPECT_EQ(r.task_id, "t7");
+  EXPECT_EQ(r.outcome, proto::Outcome::kVerified) << r.log;
+  // Before the answer, the copy's slot came back.
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(std::holds_alternative<proto::Credit>(got[0].body));
+  EXPECT_EQ(std::get<proto::Credit>(got[0].body).count, 1u);
+  // A second evaluation would answer within its wall time again (with margin); none comes, only
+  // the answered task's slot.
+  const int wait_ms = 5000 + 3 * static_cast<int>(r.wall_ms);
+  std::vector<proto::Envelope> after = collect(wait_ms, is_result);
+  int results = 0, credits = 0;
+  for (const auto& e : after) {
+    results += is_result(e);
+    credits += std::holds_alternative<proto::Credit>(e.body);
+  }
+  EXPECT_EQ(results, 0) << "t7 was evaluated twice";
+  EXPECT_EQ(credits, 1);
+  // Once answered, the id may come again (a retry the coordinator decided on): evaluated anew.
+  send(task("t7", "rmsnorm"));
+  std::optional<proto::Envelope> again = next("result", 60000);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(std::get<proto::EvaluationResult>(again->body).task_id, "t7");
 }
 
 TEST_F(EvaluatorDaemon, AnswersGarbageWithAnErrorAndKeepsWorking) {
