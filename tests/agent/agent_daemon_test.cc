@@ -3,7 +3,8 @@
 // redis-server): propose tasks reach only agents and evaluate tasks only evaluators; answers are
 // template configurations that satisfy the constraints and are never repeated; a task the agent
 // cannot serve comes back with an error; an agent that stops fails what it held, and a task no
-// agent takes fails at its timeout -- each exactly once.
+// agent takes fails at its timeout -- each exactly once. And against a bare ROUTER speaking the
+// protocol: a task sent again while the agent holds it is answered once.
 #include "agent/agent_daemon.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,7 @@
 #include "coordinator/dispatcher.h"
 #include "evaluator/evaluation.h"
 #include "shared/redis_client.h"
+#include "shared/transport.h"
 #include "tests/support/test_env.h"
 
 namespace kiln::agent {
@@ -100,6 +102,72 @@ class AgentDaemonTest : public ::testing::Test {
   Status agent_status_;
   std::vector<proto::Proposal> proposals_;
 };
+
+// The coordinator's route to an agent's id can move away and back (two processes with one
+// --worker-id); it may then hand a task the agent holds out again. The agent answers it once and
+// offers the copy's slot back at once. A bare ROUTER stands in for the coordinator (the dispatcher
+// never sends one id twice on its own).
+TEST(AgentDaemon, ATaskSentAgainWhileHeldIsAnsweredOnce) {
+  zmq::context_t ctx;
+  Result<net::RouterSocket> bound = net::RouterSocket::bind(ctx, "tcp://127.0.0.1:*", {});
+  ASSERT_TRUE(bound.is_ok()) << bound.status().to_string();
+  net::RouterSocket router = std::move(bound).value();
+  AgentOptions a;
+  a.connect = router.last_endpoint();
+  a.targets_dir = testing::builtin_targets_dir();
+  a.worker_id = "agent-under-test";
+  a.heartbeat.interval_ms = 200;
+  std::atomic<bool> stop{false};
+  Status status;
+  std::thread agent([&] { status = run_agent_daemon(a, stop); });
+  proto::IdGenerator ids{"test-coordinator"};
+  std::string peer;
+  // Every message but heartbeats (answered), for `ms` or until `until` holds for one.
+  auto collect = [&](int ms, const std::function<bool(const proto::Envelope&)>& until) {
+    std::vector<proto::Envelope> got;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+    while (Clock::now() < deadline) {
+      Result<std::optional<net::RoutedMessage>> m = router.receive(50);
+      if (!m.is_ok() || !m->has_value()) continue;
+      peer = (*m)->peer;
+      Result<proto::Envelope> env = proto::decode((*m)->payload);
+      if (!env.is_ok()) continue;
+      if (std::holds_alternative<proto::Heartbeat>(env->body)) {
+        (void)router.send(peer,
+                          proto::encode({proto::kProtocolVersion, ids.next(), proto::Heartbeat{}}));
+        continue;
+      }
+      got.push_back(*env);
+      if (until(got.back())) break;
+    }
+    return got;
+  };
+  auto is = [](auto tag) {
+    return [](const proto::Envelope& e) { return std::holds_alternative<decltype(tag)>(e.body); };
+  };
+  ASSERT_FALSE(collect(10000, is(proto::Credit{})).empty());  // hello, then its credit
+  const proto::ProposeTask task = propose("p7", "reduce", reduce_parent());
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(
+        router.send(peer, proto::encode({proto::kProtocolVersion, ids.next(), task})).is_ok());
+  std::vector<proto::Envelope> got = collect(10000, is(proto::Proposal{}));
+  for (proto::Envelope& e : collect(1500, [](const proto::Envelope&) { return false; }))
+    got.push_back(std::move(e));
+  stop.store(true);
+  agent.join();
+  int proposals = 0, credits = 0;
+  for (const auto& e : got) {
+    if (const auto* p = std::get_if<proto::Proposal>(&e.body)) {
+      ++proposals;
+      EXPECT_EQ(p->task_id, "p7");
+      EXPECT_TRUE(p->error.empty()) << p->error;
+    }
+    if (const auto* c = std::get_if<proto::Credit>(&e.body)) credits += static_cast<int>(c->count);
+  }
+  EXPECT_EQ(proposals, 1) << "p7 was answered more than once";
+  EXPECT_EQ(credits, 2);  // the copy's slot, and the answered task's
+  EXPECT_TRUE(status.is_ok()) << status.to_string();
+}
 
 TEST_F(AgentDaemonTest, AnswersWithNewValidTemplateConfigurationsAndErrorsForWhatItCannotServe) {
   start_agent();
