@@ -88,8 +88,10 @@
 //    flag (acquire), reads the slot and sets the flag back to 0, leaving `ws` as it found it. The
 //    flags are `ws`'s first 2 G words (one per CTA and consumer warpgroup), the slots follow
 //    from word 1024; where they do not fit in M x N floats every tile is shared out whole.
-//    Every CTA is resident (one per SM) and writes its partial before it waits on anyone's, so
-//    the waits always end.
+//    A CTA writes its partial (its first piece) before it waits on anyone's, and waits only on
+//    CTAs after it: with the grid resident (132 CTAs, one per SM) the waits end at once; with
+//    fewer SMs the lowest resident owner finishes and frees an SM for the next, as long as two
+//    CTAs fit at a time (a device with one free SM would wait for ever: kiln's timeout ends it).
 
 // Shared-memory layouts (both variants), in 16-byte chunks of 8 elements, XOR-swizzled so that
 // the 8 row addresses of an ldmatrix (or a wgmma core matrix) and the 8 chunks written by 8
