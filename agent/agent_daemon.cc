@@ -11,7 +11,6 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
-#include <set>
 #include <thread>
 
 #include "agent/llm/llm_proposer.h"
@@ -208,7 +207,6 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
   announce();
   spdlog::info("agent {} ({} proposer) connected to {}", options.worker_id, proposer.name(), options.connect);
   uint64_t answered = 0;
-  std::set<std::string> held_ids;  // tasks received and not yet answered
   Status outcome = Status::ok();
   auto drain = [&] {
     std::deque<proto::Proposal> done;
@@ -217,7 +215,6 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
       done.swap(queue.done);
     }
     for (proto::Proposal& p : done) {
-      held_ids.erase(p.task_id);
       if (!p.error.empty()) spdlog::info("task {} ({}): {}", log_safe(p.task_id), log_safe(p.target), log_safe(p.error, 400));
       ++answered;
       link.send(std::move(p));
@@ -234,17 +231,9 @@ Status run_agent_daemon(const AgentOptions& options_in, TaskProposer& proposer, 
     if (got->has_value()) {
       proto::Envelope& env = **got;
       if (auto* task = std::get_if<proto::ProposeTask>(&env.body)) {
-        if (!held_ids.insert(task->task_id).second) {
-          // A task this agent holds, sent again (the coordinator's route to this worker id moved
-          // away and back): one answer serves both, and the copy's slot is offered back at once.
-          spdlog::warn("task {} arrived again while this agent holds it; it is answered once",
-                       log_safe(task->task_id));
-          link.send(proto::Credit{1});
-        } else {
-          std::lock_guard<std::mutex> lock(queue.mu);
-          queue.tasks.push_back({std::move(*task), Clock::now()});
-          queue.cv.notify_one();
-        }
+        std::lock_guard<std::mutex> lock(queue.mu);
+        queue.tasks.push_back({std::move(*task), Clock::now()});
+        queue.cv.notify_one();
       } else if (auto* bye = std::get_if<proto::Bye>(&env.body)) {
         if (std::optional<Status> end = link.after_bye(*bye)) {
           spdlog::info("{} proposals made", answered);

@@ -299,13 +299,13 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
                                  : ceilings.device,
       ceilings.arch, target_hashes(options.targets_dir), toolchain->compiler().toolchain_version());
 
-  uint32_t held = 0;               // tasks received and not yet answered
-  std::set<std::string> held_ids;  // their task ids
   auto announce = [&] {
     link.send(hello);
     // Tasks held across a reconnect were handed out by the old connection; the coordinator
     // re-queues them when their leases expire, so credit is offered only for free slots.
-    if (options.capacity > held) link.send(proto::Credit{options.capacity - held});
+    const size_t held = link.tasks_held();
+    if (options.capacity > held)
+      link.send(proto::Credit{options.capacity - static_cast<uint32_t>(held)});
   };
   announce();
   spdlog::info("evaluator {} connected to {} ({} backend{}, capacity {}, {} target(s))",
@@ -323,21 +323,10 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
     if (got->has_value()) {
       proto::Envelope& env = **got;
       if (auto* task = std::get_if<proto::EvaluateTask>(&env.body)) {
-        if (!held_ids.insert(task->task_id).second) {
-          // A task this process holds, sent again: the coordinator's route to this worker id
-          // moved away and back (a second process with the same --worker-id, a reconnect) and it
-          // handed the task out anew. One answer serves both; the slot the copy took is offered
-          // back at once.
-          spdlog::warn("task {} arrived again while this evaluator holds it; it is answered once",
-                       log_safe(task->task_id));
-          link.send(proto::Credit{1});
-        } else {
-          ++held;
-          worker.prefetch(*task, pool);
-          std::lock_guard lock(box.mu);
-          box.tasks.push_back(std::move(*task));
-          box.cv.notify_one();
-        }
+        worker.prefetch(*task, pool);
+        std::lock_guard lock(box.mu);
+        box.tasks.push_back(std::move(*task));
+        box.cv.notify_one();
       } else if (auto* bye = std::get_if<proto::Bye>(&env.body)) {
         if (std::optional<Status> end = link.after_bye(*bye)) {
           outcome = *end;
@@ -353,9 +342,7 @@ Status run_evaluator_daemon(const DaemonOptions& options_in, const std::atomic<b
       done.swap(box.results);
     }
     for (auto& r : done) {
-      held_ids.erase(r.task_id);
       link.send(std::move(r));
-      --held;
       link.send(proto::Credit{1});
     }
     link.keep_alive(stop, announce);

@@ -31,8 +31,27 @@ Result<WorkerLink> WorkerLink::connect(zmq::context_t& context, const std::strin
   return WorkerLink(std::move(dealer), heartbeat, std::move(role), worker_id);
 }
 
+namespace {
+
+// The task id of a task (evaluate, propose) or of its answer (result, proposal); null otherwise.
+const std::string* task_id_of(const proto::Message& m) {
+  if (const auto* t = std::get_if<proto::EvaluateTask>(&m)) return &t->task_id;
+  if (const auto* t = std::get_if<proto::ProposeTask>(&m)) return &t->task_id;
+  if (const auto* r = std::get_if<proto::EvaluationResult>(&m)) return &r->task_id;
+  if (const auto* p = std::get_if<proto::Proposal>(&m)) return &p->task_id;
+  return nullptr;
+}
+
+bool is_task(const proto::Message& m) {
+  return std::holds_alternative<proto::EvaluateTask>(m) ||
+         std::holds_alternative<proto::ProposeTask>(m);
+}
+
+}  // namespace
+
 void WorkerLink::send(proto::Message body) {
   if (auto* hello = std::get_if<proto::Hello>(&body)) hello->session = session_;
+  if (const std::string* id = task_id_of(body); id && !is_task(body)) held_tasks_.erase(*id);
   Status s = dealer_.send(proto::encode({proto::kProtocolVersion, ids_.next(), std::move(body)}));
   if (!s.is_ok()) spdlog::warn("send failed: {}", s.to_string());
   liveness_.mark_heartbeat_sent(Clock::now());
@@ -70,10 +89,18 @@ Result<std::optional<proto::Envelope>> WorkerLink::receive(int timeout_ms) {
     return std::optional<proto::Envelope>();
   }
   if (std::holds_alternative<proto::Heartbeat>(env->body)) return std::optional<proto::Envelope>();
+  if (is_task(env->body) && !held_tasks_.insert(*task_id_of(env->body)).second) {
+    spdlog::warn("task {} arrived again while this worker holds it; it is answered once",
+                 log_safe(*task_id_of(env->body)));
+    send(proto::Credit{1});
+    return std::optional<proto::Envelope>();
+  }
   return std::optional<proto::Envelope>(std::move(env).value());
 }
 
 void WorkerLink::refuse(const proto::Envelope& env) {
+  // A task this worker's role does not take is answered here, not held.
+  if (const std::string* id = task_id_of(env.body)) held_tasks_.erase(*id);
   send(proto::make_error_reply(env.id, std::string(proto::kErrorBadMessage),
                                role_ + " does not accept '" + std::string(proto::type_name(env.body)) +
                                    "' messages").body);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,19 +35,26 @@ class WorkerLink {
                                     std::string role, const CurveClient& curve = {});
 
   // Sends one message (a failure is logged: the liveness countdown decides about the link). A
-  // hello gets this link's session (Hello::session), the same for every hello the link sends.
+  // hello gets this link's session (Hello::session), the same for every hello the link sends. A
+  // result or proposal ends the worker's hold on its task (see receive()).
   void send(proto::Message body);
 
   const std::string& session() const { return session_; }
+
+  // Tasks received and not yet answered.
+  size_t tasks_held() const { return held_tasks_.size(); }
 
   // Waits up to timeout_ms for a message the worker must act on. Heartbeats and errors from the
   // coordinator only prove it alive (nothing is returned), except that an kErrorUnknownPeer
   // error (the coordinator does not know this worker: it never got the hello, or dropped the
   // worker as silent) makes the next keep_alive() announce again, and a kErrorRefused error is
   // returned like a bye, unless it names another session (it was meant for another process with
-  // this worker id: logged, nothing returned). A message that does not decode is answered with an
-  // error reply and logged. An error: the socket itself failed (the context is shut down); the
-  // daemon should stop.
+  // this worker id: logged, nothing returned). A task (evaluate or propose) is held until send()
+  // sends its answer; one sent again while held (the coordinator's route to this worker id moved
+  // away and back and it handed the task out anew) is not returned: one answer serves both, and
+  // the slot the copy took is offered back at once (a credit). A message that does not decode is
+  // answered with an error reply and logged. An error: the socket itself failed (the context is
+  // shut down); the daemon should stop.
   Result<std::optional<proto::Envelope>> receive(int timeout_ms);
 
   // Answers a well-formed message that this worker's role does not take.
@@ -74,6 +82,7 @@ class WorkerLink {
   bool announce_due_ = false;  // the coordinator answered kErrorUnknownPeer
   std::string worker_id_;
   std::string session_;  // this process's Hello::session, stamped on every hello send() sends
+  std::set<std::string> held_tasks_;  // ids of the tasks received and not yet answered
 };
 
 // The hello a worker of `role` sends after every (re)connect: this host's name, kiln's version.

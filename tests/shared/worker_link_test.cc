@@ -1,7 +1,8 @@
 // WorkerLink, the worker side of the coordinator protocol, against a real ROUTER on loopback TCP
 // playing the coordinator: work comes back to the daemon, heartbeats and errors do not, garbage
-// and messages the role does not take are answered with errors, and a coordinator that falls
-// silent makes the link reconnect under the same identity and announce itself again.
+// and messages the role does not take are answered with errors, a coordinator that falls
+// silent makes the link reconnect under the same identity and announce itself again, and a task
+// sent again while held is handed to the daemon once.
 #include "shared/worker_link.h"
 
 #include <gtest/gtest.h>
@@ -66,6 +67,15 @@ class WorkerLinkTest : public ::testing::Test {
     return false;
   }
 
+  // Heartbeats every 20 ms, silence past 3 of them, reconnects from 50 ms: fast enough for tests.
+  static HeartbeatPolicy fast_heartbeat() {
+    HeartbeatPolicy fast;
+    fast.interval_ms = 20;
+    fast.liveness = 3;
+    fast.reconnect_initial_ms = 50;
+    return fast;
+  }
+
   zmq::context_t ctx_;
   std::optional<RouterSocket> router_;
 };
@@ -110,11 +120,8 @@ TEST_F(WorkerLinkTest, ReturnsWorkAnswersGarbageAndRefusalsAndSwallowsHeartbeats
 }
 
 TEST_F(WorkerLinkTest, ACoordinatorThatFallsSilentIsReconnectedAndAnnouncedToAgain) {
-  HeartbeatPolicy fast;
-  fast.interval_ms = 20;
-  fast.liveness = 3;
-  fast.reconnect_initial_ms = 50;
-  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-8", fast, "an evaluator");
+  auto link =
+      WorkerLink::connect(ctx_, router_->last_endpoint(), "w-8", fast_heartbeat(), "an evaluator");
   ASSERT_TRUE(link.is_ok()) << link.status().to_string();
   int announced = 0;
   auto announce = [&] {
@@ -184,11 +191,8 @@ TEST_F(WorkerLinkTest, AnUnknownPeerReplyMakesTheWorkerAnnounceAgainAndARefusalE
 // process) with the same worker id has another. A refusal that names another session went to this
 // process by mistake (the two take the routing id from each other): it does not end this one.
 TEST_F(WorkerLinkTest, HellosCarryOneSessionPerLinkAndARefusalOfAnotherSessionIsIgnored) {
-  HeartbeatPolicy fast;
-  fast.interval_ms = 20;
-  fast.liveness = 3;
-  fast.reconnect_initial_ms = 50;
-  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "gpu0", fast, "an evaluator");
+  auto link =
+      WorkerLink::connect(ctx_, router_->last_endpoint(), "gpu0", fast_heartbeat(), "an evaluator");
   ASSERT_TRUE(link.is_ok()) << link.status().to_string();
   auto announce = [&] { link->send(evaluator_hello("gpu0", "cpu", 1, "", "cpu/test", {})); };
   announce();
@@ -228,6 +232,55 @@ TEST_F(WorkerLinkTest, HellosCarryOneSessionPerLinkAndARefusalOfAnotherSessionIs
   std::optional<Status> end = link->after_bye(*bye);
   ASSERT_TRUE(end.has_value());
   EXPECT_NE(end->message().find("worker id 'gpu0' is in use"), std::string::npos) << end->message();
+}
+
+// A task is held until its answer is sent. A copy that arrives meanwhile (the coordinator's
+// route to the worker id moved away and back) is not handed to the daemon: the link offers the
+// copy's slot back at once. Once answered, the id is work again; a task of a kind the role does
+// not take is refused and not held, so a second one is refused too.
+TEST_F(WorkerLinkTest, ATaskSentAgainWhileHeldIsNotHandedOverTwice) {
+  auto link = WorkerLink::connect(ctx_, router_->last_endpoint(), "w-10", HeartbeatPolicy{},
+                                  "an evaluator");
+  ASSERT_TRUE(link.is_ok()) << link.status().to_string();
+  link->send(evaluator_hello("w-10", "cpu", 2, "", "cpu/test", {}));
+  std::string peer;
+  ASSERT_TRUE(std::holds_alternative<proto::Hello>(next(&peer).body));
+  proto::EvaluateTask task;
+  task.task_id = "t-1";
+  task.target = "reduce";
+  to_worker(peer, task);
+  to_worker(peer, task);
+  std::optional<proto::Envelope> got = pump(*link);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(std::get<proto::EvaluateTask>(got->body).task_id, "t-1");
+  EXPECT_EQ(link->tasks_held(), 1u);
+  EXPECT_FALSE(pump(*link, 3).has_value()) << "the copy was handed over";
+  proto::Envelope credit = next();
+  ASSERT_TRUE(std::holds_alternative<proto::Credit>(credit.body));
+  EXPECT_EQ(std::get<proto::Credit>(credit.body).count, 1u);
+
+  proto::EvaluationResult answer;
+  answer.task_id = "t-1";
+  link->send(answer);
+  EXPECT_EQ(link->tasks_held(), 0u);
+  ASSERT_TRUE(std::holds_alternative<proto::EvaluationResult>(next().body));
+  to_worker(peer, task);
+  got = pump(*link);
+  ASSERT_TRUE(got.has_value()) << "an answered task's id was not taken again";
+  EXPECT_EQ(link->tasks_held(), 1u);
+
+  proto::ProposeTask other;
+  other.task_id = "p-1";
+  other.target = "reduce";
+  for (int i = 0; i < 2; ++i) {
+    to_worker(peer, other);
+    got = pump(*link);
+    ASSERT_TRUE(got.has_value()) << "copy " << i;
+    link->refuse(*got);
+    proto::Envelope refused = next();
+    ASSERT_TRUE(std::holds_alternative<proto::Error>(refused.body)) << "copy " << i;
+  }
+  EXPECT_EQ(link->tasks_held(), 1u);
 }
 
 }  // namespace
