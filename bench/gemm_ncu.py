@@ -7,12 +7,12 @@
 #   python3 bench/gemm_ncu.py EXPORT_DIR [--calls 2]
 import argparse
 import importlib
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_baselines as pb  # noqa: E402
+from same_call_compare import kiln_call, read_export  # noqa: E402
 
 
 def main():
@@ -23,31 +23,25 @@ def main():
     import torch
 
     folder = os.path.abspath(a.export)
-    with open(os.path.join(folder, "kiln-export.json")) as f:
-        record = json.load(f)
-    with open(os.path.join(folder, "target", "target.json")) as f:
-        spec = json.load(f)
+    record, spec = read_export(folder)
     name = spec["name"]
     t_dtype = pb.torch_dtype(torch, record["dtype"], None)
     shape = pb.benchmark_shape(spec, "")
     sys.path.insert(0, folder)
     module = importlib.import_module(name)
     module._ext()
-    kiln_fn = getattr(module, name)
     inputs, names, _ = pb.build_inputs(torch, spec, shape, t_dtype, "cuda", seed=7)
     eager_fns, _, _ = pb.make_impls(torch, spec, shape, t_dtype, names)
     eager = eager_fns[pb.IMPL_EAGER]
-    in_args = [x for x in spec["args"] if x.get("role") == "input"]
-    inferred = {d for x in in_args for d in x["shape"]}
-    kwargs = {d: shape[d] for d in spec["dims"] if d not in inferred}
-    ours = kiln_fn(*inputs, **kwargs).float()
+    kiln = kiln_call(torch, spec, shape, t_dtype, getattr(module, name), inputs)
+    ours = kiln().float()
     theirs = eager(*inputs).float()
     err = ((ours - theirs).abs().max() / theirs.abs().max()).item()
     print(f"{name} {shape} {record['dtype']}: max |kiln - eager| / max |eager| = {err:.2e}", flush=True)
     if not err < 1e-2:
         raise SystemExit("kiln and eager disagree")
     torch.cuda.synchronize()
-    for label, fn in (("kiln", lambda: kiln_fn(*inputs, **kwargs)), ("eager", lambda: eager(*inputs))):
+    for label, fn in (("kiln", kiln), ("eager", lambda: eager(*inputs))):
         for _ in range(a.calls):
             torch.cuda.nvtx.range_push(label)
             fn()

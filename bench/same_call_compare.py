@@ -52,6 +52,26 @@ def parse_shape(text, spec):
     return shape
 
 
+def read_export(folder):
+    """The export's record (kiln-export.json) and its target's spec."""
+    with open(os.path.join(folder, "kiln-export.json")) as f:
+        record = json.load(f)
+    with open(os.path.join(folder, "target", "target.json")) as f:
+        spec = json.load(f)
+    return record, spec
+
+
+def kiln_call(torch, spec, shape, t_dtype, kiln_fn, inputs):
+    """kiln's export called on the inputs PyTorch gets: each converted to the dtype its argument
+    declares, and the dims that no input's shape gives passed by name."""
+    in_args = [x for x in spec["args"] if x.get("role") == "input"]
+    kiln_inputs = [t if t.dtype == pb.torch_dtype(torch, x.get("dtype", "T"), t_dtype) else
+                   t.to(pb.torch_dtype(torch, x.get("dtype", "T"), t_dtype)) for x, t in zip(in_args, inputs)]
+    inferred = {d for x in in_args for d in x["shape"]}
+    kwargs = {d: shape[d] for d in spec["dims"] if d not in inferred}
+    return lambda: kiln_fn(*kiln_inputs, **kwargs)
+
+
 class Clock:
     """The SM clock (MHz) and NVML's clocks-event reasons after a sample, where NVML can be read."""
 
@@ -140,10 +160,7 @@ def main():
     import torch
 
     folder = os.path.abspath(a.export)
-    with open(os.path.join(folder, "kiln-export.json")) as f:
-        record = json.load(f)
-    with open(os.path.join(folder, "target", "target.json")) as f:
-        spec = json.load(f)
+    record, spec = read_export(folder)
     name, dtype_name = spec["name"], record["dtype"]
     t_dtype = pb.torch_dtype(torch, dtype_name, None)
     shape = parse_shape(a.shape, spec)
@@ -164,15 +181,11 @@ def main():
     inputs, names, notes = pb.build_inputs(torch, spec, shape, t_dtype, "cuda", seed=7)
     eager_fns, compile_fn, notes2 = pb.make_impls(torch, spec, shape, t_dtype, names)
     result["notes"] = notes + notes2
-    in_args = [x for x in spec["args"] if x.get("role") == "input"]
-    kiln_inputs = [t if t.dtype == pb.torch_dtype(torch, x.get("dtype", "T"), t_dtype) else
-                   t.to(pb.torch_dtype(torch, x.get("dtype", "T"), t_dtype)) for x, t in zip(in_args, inputs)]
-    inferred = {d for x in in_args for d in x["shape"]}
-    kwargs = {d: shape[d] for d in spec["dims"] if d not in inferred}
-    impls = {"kiln": lambda *t: kiln_fn(*kiln_inputs, **kwargs), "eager": eager_fns[pb.IMPL_EAGER]}
+    call = kiln_call(torch, spec, shape, t_dtype, kiln_fn, inputs)
+    impls = {"kiln": lambda *t: call(), "eager": eager_fns[pb.IMPL_EAGER]}
 
     # Correctness first: kiln against the fp64 op, every compiled version against eager.
-    ours = kiln_fn(*kiln_inputs, **kwargs)
+    ours = call()
     ref = compile_fn(*[t.double() if t.is_floating_point() else t for t in inputs]).to(ours.dtype).double()
     check = pb.compare(torch, ours.detach().double(), ref, pb.tolerance_for(spec, dtype_name))
     result["checks"] = {"kiln vs fp64": check}
