@@ -7,6 +7,8 @@
 #include <cctype>
 #include <fstream>
 
+#include "shared/text.h"
+
 namespace kiln::cli {
 namespace {
 
@@ -14,12 +16,11 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kMaxBackoff{60};
 constexpr std::chrono::seconds kHealthyAfter{60};  // a process up this long resets its back-off
 
-// The last non-empty line of the file at `path`, read from at most its last 4 KB, with control
-// characters shown as '?' and cut to 240 characters; empty when there is none. A worker that
-// exits with an error says why on its last line ("worker id 'gpu0' is in use by ...").
+// The last non-empty line of the file at `path`, read from at most its last 4 KB, made safe for
+// one line of kiln's output and cut to 240 bytes (log_safe); empty when there is none. A worker
+// that exits with an error says why on its last line ("worker id 'gpu0' is in use by ...").
 std::string last_line(const std::string& path) {
   constexpr std::streamoff kTail = 4096;
-  constexpr size_t kMax = 240;
   std::ifstream f(path, std::ios::binary);
   if (!f || !f.seekg(0, std::ios::end)) return "";
   const std::streamoff size = f.tellg();
@@ -31,12 +32,7 @@ std::string last_line(const std::string& path) {
   tail.resize(static_cast<size_t>(std::max<std::streamsize>(0, f.gcount())));
   while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
   const size_t nl = tail.find_last_of('\n');
-  std::string line = nl == std::string::npos ? tail : tail.substr(nl + 1);
-  for (char& c : line) {
-    if (std::iscntrl(static_cast<unsigned char>(c))) c = '?';
-  }
-  if (line.size() > kMax) line = line.substr(0, kMax - 3) + "...";
-  return line;
+  return log_safe(nl == std::string::npos ? tail : tail.substr(nl + 1), 240);
 }
 
 }  // namespace
