@@ -14,11 +14,9 @@ out=${2:?usage: bench/gemm_ncu.sh TARBALL OUTDIR}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-unpacked=$(mktemp -d /tmp/kiln-gemm-ncu.XXXXXX)
-tar -C "$unpacked" -xzf "$tarball" || exit 2
-bundle=$(ls -d "$unpacked"/kiln-*/ | head -1)
-export PATH="$bundle/bin:$PATH" TORCH_EXTENSIONS_DIR=/tmp/kiln-gemm-ncu-ext PYTHONUNBUFFERED=1
+source "$repo/bench/torch_exports.sh"
 source "$repo/bench/best_configs.sh"
+unpack_bundle "$tarball" kiln-gemm-ncu || { echo "gemm_ncu: cannot unpack $tarball" >&2; exit 2; }
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
 [[ -n "$ncu" ]] || { echo "gemm_ncu: no ncu on this machine" >&2; exit 2; }
 # Metric names differ between ncu versions: keep those this one knows.
@@ -39,10 +37,10 @@ GEMM_NCU_TARGETS=${GEMM_NCU_TARGETS:-matmul,fused_mlp}
 for t in ${GEMM_NCU_TARGETS//,/ }; do
   params=${best[$t]}
   [[ -n "${GEMM_NCU_PARAMS:-}" ]] && params=$GEMM_NCU_PARAMS
-  timeout 300 kiln export "$t" --template --params "$params" --format torch --to "$exports/$t" \
-    > "$out/export-$t.log" 2>&1 || { echo "export $t failed" | tee -a "$out/progress.log"; continue; }
-  (cd "$exports/$t" && timeout 300 python3 -c "import sys; sys.path.insert(0, '.'); import $t; $t._ext()") \
-    > "$out/build-$t.log" 2>&1 || { echo "build $t failed" | tee -a "$out/progress.log"; continue; }
+  export_torch "$t" "$params" "$exports/$t" "$out/export-$t.log" ||
+    { echo "export $t failed" | tee -a "$out/progress.log"; continue; }
+  build_torch "$exports/$t" "$out/build-$t.log" ||
+    { echo "build $t failed" | tee -a "$out/progress.log"; continue; }
   for side in ${GEMM_NCU_SIDES:-kiln eager}; do
     timeout 300 "$ncu" --clock-control none --nvtx --nvtx-include "$side/" --metrics "$metrics" \
       --csv --page raw python3 "$repo/bench/gemm_ncu.py" "$exports/$t" \

@@ -24,11 +24,9 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$out/progress.log" >&2; }
 
-unpacked=$(mktemp -d /tmp/kiln-same-call.XXXXXX)
-tar -C "$unpacked" -xzf "$tarball" || { log "cannot unpack $tarball"; exit 2; }
-bundle=$(ls -d "$unpacked"/kiln-*/ | head -1)
+source "$repo/bench/torch_exports.sh"
+unpack_bundle "$tarball" kiln-same-call || { log "cannot unpack $tarball"; exit 2; }
 kiln="$bundle/bin/kiln"
-export PATH="$bundle/bin:$PATH" TORCH_EXTENSIONS_DIR=/tmp/kiln-same-call-ext PYTHONUNBUFFERED=1
 log "kiln: $("$kiln" version 2>&1 | head -1)"
 nvidia-smi --format=csv \
   --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit >> "$out/progress.log" 2>&1
@@ -39,17 +37,15 @@ declare -A compile=([fused_mlp]=default [matmul]=none [flash_attention]=none)
 exports=${EXPORTS_DIR:-$(mktemp -d /tmp/kiln-same-call-exports.XXXXXX)}
 dirs=()
 for t in ${targets//,/ }; do
-  timeout 300 "$kiln" export "$t" --template --params "${best[$t]}" --format torch --to "$exports/$t" \
-    ${SAME_CALL_DTYPE:+--dtype "$SAME_CALL_DTYPE"} \
-    > "$out/export-$t.log" 2>&1
+  export_torch "$t" "${best[$t]}" "$exports/$t" "$out/export-$t.log" \
+    ${SAME_CALL_DTYPE:+--dtype "$SAME_CALL_DTYPE"}
   rc=$?
   log "export $t: rc=$rc $(grep -E '^(  time:|wrote|kiln export:)' "$out/export-$t.log" | tr '\n' ' ' | cut -c1-300)"
   [[ $rc == 0 ]] && dirs+=("$exports/$t")
 done
 for d in "${dirs[@]}"; do
   t=$(basename "$d")
-  ( cd "$d" && timeout 400 python3 -c "import sys; sys.path.insert(0, '.'); import $t; $t._ext()" \
-      > "$out/build-$t.log" 2>&1; echo "build $t rc=$?" >> "$out/progress.log" ) &
+  ( build_torch "$d" "$out/build-$t.log"; echo "build $t rc=$?" >> "$out/progress.log" ) &
 done
 wait
 for d in "${dirs[@]}"; do

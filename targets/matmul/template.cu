@@ -529,7 +529,7 @@ static_assert((PERS != 2 && PERS != 4) || (TMA == 1 && CL == 0),
               "PERS 2 / 4 store with TMA from single CTAs");
 static_assert(PERS != 3 || TMA == 1, "PERS 3 stores with TMA");
 static_assert(PERS >= 0 && PERS <= 4, "PERS is 0 to 4");
-constexpr int TAIL = PERS == 4 ? 1 : 0;  // stream-K for the last partial wave
+constexpr bool TAIL = PERS == 4;         // stream-K for the last partial wave
 constexpr long long SLOT_OFF = 1024;     // PERS 4: the partial-tile slots' first word in ws
 // PERS 2 / 3: two 8 KB epilogue buffers (64 x 64 elements) per consumer warpgroup, after the
 // barriers.
@@ -894,7 +894,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
   const int stride = CL == 0 ? static_cast<int>(gridDim.x) : static_cast<int>(gridDim.x / 2);
   int dp_units = units;
   long long sk_slices = 0;
-  if constexpr (TAIL == 1) {
+  if constexpr (TAIL) {
     const int rest = units % stride;
     if (rest != 0 && KT > 0 && SLOT_OFF + static_cast<long long>(stride) * BM * BN <= M * N) {
       dp_units = units - rest;
@@ -911,7 +911,7 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
     } else {
       int g0 = 0;
       for (int u = unit0; u < dp_units; u += stride, g0 += KT) body(u, 0, KT, g0);
-      if constexpr (TAIL == 1) {
+      if constexpr (TAIL) {
         const int s1 = sk_begin(unit0 + 1);
         for (int s = sk_begin(unit0); s < s1;) {
           const int kbeg = s % KT, kend = min(KT, kbeg + (s1 - s));
@@ -1191,15 +1191,15 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
           mbar_arrive(empty_bar + ps);
           if (CL != 0) mbar_arrive_remote(peer_addr(empty_bar + ps, cluster_rank() ^ 1u));
         }
-        if constexpr (TAIL == 1) {
+        if constexpr (TAIL) {
           if (u >= dp_units) {  // a piece of a tail tile (CL 0: this CTA is number unit0)
-            const int t = tid & 127;
+            const int wt = tid & 127;  // this thread's number in its warpgroup
             int* const flags = reinterpret_cast<int*>(ws);
             if (kbeg != 0) {  // not the tile's first piece: its owner adds it
-              put_partial(acc, ws, unit0, wg, t);
+              put_partial(acc, ws, unit0, wg, wt);
               __threadfence();
               warpgroup_sync(wg);
-              if (t == 0) flag_set(flags + 2 * unit0 + wg);
+              if (wt == 0) flag_set(flags + 2 * unit0 + wg);
               return;
             }
             // This CTA owns the tile: add the pieces of the CTAs after it that start inside it,
@@ -1209,9 +1209,9 @@ extern "C" __global__ void KILN_CLUSTER_DIMS __launch_bounds__(NTHREADS, 1)
               const int b = sk_begin(c2);
               if (b >= tile_end) break;
               if (b == sk_begin(c2 + 1)) continue;  // an empty range
-              if (t == 0) flag_take(flags + 2 * c2 + wg);
+              if (wt == 0) flag_take(flags + 2 * c2 + wg);
               warpgroup_sync(wg);
-              add_partial(acc, ws, c2, wg, t);
+              add_partial(acc, ws, c2, wg, wt);
             }
           }
         }
