@@ -138,7 +138,10 @@ Result<std::map<std::string, std::string>> parse_pairs(const std::string& text, 
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
+    if (item.empty()) {  // "," once meant no parameters at all: the seed, not the template
+      return invalid_argument(std::string(what) + ": '" + text.substr(0, 60) +
+                              "' has an empty item (two commas, or one at the start)");
+    }
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       return invalid_argument(std::string(what) + ": '" + item + "' is not KEY=VALUE");

@@ -13,6 +13,7 @@
 #include "cli/eval_candidate.h"
 #include "cli/eval_check.h"
 #include "cli/local_eval.h"
+#include "cli/option_checks.h"
 #include "cli/sweep.h"
 #include "evaluator/ceilings.h"
 #include "evaluator/cuda/cuda_probe.h"
@@ -330,7 +331,8 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
                 "compiles through NVRTC, the default backend here wherever it loads)");
   sub->add_option("--arch", args->arch,
                   "With --check: CUDA architecture to compile for (default: the GPU's, else\n"
-                  "sm_90a)");
+                  "sm_90a)")
+      ->check(gpu_arch());
   sub->add_flag("--remeasure", args->remeasure,
                 "Measure the device's ceilings again (on cpu: one core's copy rate, which bounds\n"
                 "the floor check)");
@@ -338,12 +340,16 @@ void add_eval_command(CLI::App& app, std::function<int()>& action) {
                 "After timing, profile the kernel: CUPTI counters (DRAM and SM throughput,\n"
                 "occupancy, L1/L2 hit rates), registers, shared memory, spills, theoretical\n"
                 "occupancy; then the bottleneck class and the next moves it points at");
-  sub->add_flag("--sweep", args->sweep,
-                "Evaluate every configuration of the template that meets its constraints, with\n"
-                "compiles overlapping the device work; print the fastest and the evaluation rate\n"
-                "(with --source: that source at every configuration)");
-  sub->add_option("--limit", args->limit, "With --sweep: a random sample of at most this many");
-  sub->add_option("--seed", args->seed, "With --sweep --limit: the sample's random seed");
+  CLI::Option* sweep = sub->add_flag(
+      "--sweep", args->sweep,
+      "Evaluate every configuration of the template that meets its constraints, with\n"
+      "compiles overlapping the device work; print the fastest and the evaluation rate\n"
+      "(with --source: that source at every configuration)");
+  CLI::Option* limit =
+      sub->add_option("--limit", args->limit, "With --sweep: a random sample of at most this many")
+          ->needs(sweep);
+  sub->add_option("--seed", args->seed, "With --sweep --limit: the sample's random seed")
+      ->needs(limit);
   sub->callback([&action, args] { action = [args] { return run_eval(*args); }; });
 }
 

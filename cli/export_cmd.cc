@@ -272,8 +272,10 @@ void add_export_command(CLI::App& app, std::function<int()>& action) {
       "Which population of a run searched on several GPU models (default: the only one,\n"
       "or this machine's GPU)");
   sub->add_option("--candidate", a->candidate, "A candidate id of the run (default: the best)");
-  sub->add_flag("--seed", a->seed, "Export the target's seed kernel (no run needed)");
-  sub->add_flag("--template", a->use_template, "Export the target's template (no run needed)");
+  CLI::Option* seed =
+      sub->add_flag("--seed", a->seed, "Export the target's seed kernel (no run needed)");
+  sub->add_flag("--template", a->use_template, "Export the target's template (no run needed)")
+      ->excludes(seed);
   sub->add_option("--params", a->params,
                   "Template parameters for --template, e.g. BLOCK=256,VEC=8");
   sub->add_option("--backend", a->backend,

@@ -371,7 +371,8 @@ void add_import_triton_command(CLI::App& app, std::function<int()>& action) {
                   "FILE as a script");
   sub->add_option("--timeout", args->timeout_s,
                   "Seconds FILE may run before it launches the kernel")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 86400));
   sub->add_flag("--product", args->product,
                 "With @triton.autotune: search every combination of the configs' values, not\n"
                 "only the listed configs");

@@ -64,11 +64,13 @@ void LocalWorkers::supervise() {
       if (s.child && s.child->running()) continue;
       const std::optional<ExitStatus> status = s.child ? s.child->exit_status() : std::nullopt;
       std::string how = status ? status->describe() : "ended";
-      // An exit with an error status says why on its log's last line; a killed process's last
-      // line is whatever it was doing, so it is left out.
-      if (status && status->term_signal == 0 && status->exit_code != 0) {
+      // An exit with an error status says why on its log's last line. A killed process's last
+      // line is whatever it was doing, so it is left out, unless it is kiln's own last word
+      // ("kiln: ...", as a crashing reference leaves it: evaluator/reference_watch.h).
+      if (status && (status->exit_code > 0 || status->term_signal != 0)) {
         const std::string why = last_line(s.spawn.output_file);
-        if (!why.empty()) how += " (its log ends: \"" + why + "\")";
+        if (!why.empty() && (status->term_signal == 0 || why.rfind("kiln: ", 0) == 0))
+          how += " (its log ends: \"" + why + "\")";
       }
       if (now - s.started >= kHealthyAfter) s.backoff = std::chrono::seconds(1);
       std::fprintf(out_, "%s: %s (pid %d) %s; starting it again in %lld s (log %s)\n", who_.c_str(),

@@ -57,6 +57,8 @@ Result<CheckedRunArgs> check_run_args(const RunArgs& args) {
     }
   }
   KILN_ASSIGN_OR_RETURN(run.budget, parse_duration(a.budget));
+  KILN_RETURN_IF_ERROR(check_list(a.targets, "--targets"));
+  KILN_RETURN_IF_ERROR(check_list(a.gpu_models, "--gpu-models"));
   if (a.islands == 0)
     return invalid_argument("--islands must be at least 1 (each island keeps its own elites)");
   if (a.islands > coordinator::kMaxIslands) {

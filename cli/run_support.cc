@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,19 +25,39 @@ namespace fs = std::filesystem;
 
 // "90s", "30m", "2h" or plain seconds; `option` names the flag in errors.
 Result<std::chrono::seconds> parse_duration(const std::string& text, const std::string& option) {
-  const std::string bad = option + ": '" + text + "' is not a duration like 90s, 30m or 2h";
+  const std::string bad =
+      option + ": '" + text.substr(0, 60) + "' is not a duration like 90s, 30m, 1.5h or 2h";
   if (text.empty()) return invalid_argument(option + ": empty");
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return invalid_argument(bad);
-  }
+  // Digits, at most one decimal point, then the unit: no signs, exponents, hex or spaces.
+  size_t used = 0, points = 0;
+  while (used < text.size() && (std::isdigit(static_cast<unsigned char>(text[used])) ||
+                                (text[used] == '.' && points++ == 0)))
+    ++used;
+  if (used == 0 || text[0] == '.' || text[used - 1] == '.') return invalid_argument(bad);
   const std::string unit = text.substr(used);
-  double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : -1;
-  if (scale < 0 || v < 0 || !std::isfinite(v)) return invalid_argument(bad);
-  return std::chrono::seconds(static_cast<int64_t>(v * scale));
+  const int64_t scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  if (scale == 0) return invalid_argument(bad);
+  const double seconds = std::strtod(text.substr(0, used).c_str(), nullptr) * scale;
+  if (seconds > static_cast<double>(kMaxDurationSeconds)) {
+    return invalid_argument(option + ": '" + text.substr(0, 60) + "' is longer than kiln takes (" +
+                            std::to_string(kMaxDurationSeconds / 3600) + "h, a year)");
+  }
+  if (seconds != std::floor(seconds)) {
+    return invalid_argument(option + ": '" + text + "' is not a whole number of seconds");
+  }
+  return std::chrono::seconds(static_cast<int64_t>(seconds));
+}
+
+Status check_list(const std::string& text, const std::string& option) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) {
+      return invalid_argument(option + ": '" + text.substr(0, 60) +
+                              "' has an empty item (two commas, or one at the start)");
+    }
+  }
+  return Status::ok();
 }
 
 std::vector<std::string> split_list(const std::string& s) {

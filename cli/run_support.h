@@ -15,12 +15,17 @@
 
 namespace kiln::cli {
 
-// "90s", "30m", "2h" or plain seconds; `option` names the flag in errors.
+// "90s", "30m", "1.5h", "2h" or plain seconds: a whole number of seconds, at most a year (a
+// larger number once wrapped to a negative budget); `option` names the flag in errors.
 Result<std::chrono::seconds> parse_duration(const std::string& text,
                                             const std::string& option = "--budget");
+inline constexpr int64_t kMaxDurationSeconds = int64_t{366} * 24 * 3600;
 
 // "a,b,,c" -> {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::string& s);
+// INVALID_ARGUMENT where a comma-separated list has an empty item: "," or "a,,b" (an empty
+// --targets item once meant every target). A trailing comma is allowed.
+Status check_list(const std::string& text, const std::string& option);
 
 // "0,2,3" -> {0, 2, 3}: each a whole number from 0 to 4095, none twice (two evaluators on one GPU
 // would time each other). `option` names the flag in errors.

@@ -58,11 +58,31 @@ Result<std::vector<coordinator::TargetReport>> from_summary(const std::string& p
   KILN_ASSIGN_OR_RETURN(nlohmann::json j, load_json_file(path));
   if (!j.is_array()) return invalid_argument(path + " is not a kiln run summary");
   std::vector<coordinator::TargetReport> out;
-  for (const auto& t : j) {
-    if (!t.is_object()) return invalid_argument(path + " is not a kiln run summary");
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& t = j[i];
+    const std::string where = path + ", entry " + std::to_string(i);
+    if (!t.is_object())
+      return invalid_argument(where + ": expected an object (a kiln run summary)");
+    // Each field with the type kiln writes (coordinator::report_json): a summary edited by hand
+    // once showed a target named null and a count of 2^64 - 3.
     std::map<std::string, std::string> f;
-    for (const auto& [k, v] : t.items()) f[k] = v.is_string() ? v.get<std::string>() : v.dump();
-    out.push_back(report_from_fields(f.count("target") ? f["target"] : "?", f));
+    for (const auto& [k, v] : t.items()) {
+      if (k == "evaluations" || k == "failures" || k == "accepted") {
+        if (!v.is_number_unsigned())
+          return invalid_argument(where + ": '" + k + "' is not a whole number >= 0");
+        f[k] = std::to_string(v.get<uint64_t>());
+      } else if (k == "seed_us" || k == "best_us" || k == "fraction_of_floor") {
+        if (!v.is_number()) return invalid_argument(where + ": '" + k + "' is not a number");
+        f[k] = v.dump();
+      } else if (v.is_string()) {
+        f[k] = v.get<std::string>();
+      } else if (k == "target" || k == "gpu_model" || k == "state" || k == "best_id" ||
+                 k == "best" || k == "shape") {
+        return invalid_argument(where + ": '" + k + "' is not a string");
+      }
+    }
+    if (f["target"].empty()) return invalid_argument(where + ": no 'target'");
+    out.push_back(report_from_fields(f["target"], f));
   }
   return out;
 }

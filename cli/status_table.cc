@@ -2,7 +2,9 @@
 #include "cli/status_table.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <set>
 
 #include "cli/resume_command.h"
@@ -81,22 +83,22 @@ void print_winners(const std::vector<coordinator::TargetReport>& reports,
                  terminal_safe(r.best_id.substr(0, 12)).c_str());
     if (!r.shape.empty()) {
       if (swept.insert(r.target).second) {
-        std::fprintf(to,
-                     "    kiln export %s %s   (a dispatch table over every shape and GPU model)\n",
-                     r.target.c_str(), run_option.c_str());
+        std::fprintf(
+            to, "    kiln export %s %s   (a dispatch table over every shape and GPU model)\n",
+            terminal_safe(shell_quote(r.target)).c_str(), terminal_safe(run_option).c_str());
       }
       continue;
     }
     if (backend == "triton") {
       // kiln export writes C++ and CUDA launchers; a Triton kernel is its Python source.
       std::fprintf(to, "    its source, params and grid: best/%s.json in the output folder\n",
-                   coordinator::unit_key(r.target, r.gpu_model, r.shape).c_str());
+                   terminal_safe(coordinator::unit_key(r.target, r.gpu_model, r.shape)).c_str());
       continue;
     }
-    std::string cmd = "kiln export " + r.target + " " + run_option;
+    std::string cmd = "kiln export " + shell_quote(r.target) + " " + run_option;
     if (!r.gpu_model.empty()) cmd += " --gpu-model " + shell_quote(r.gpu_model);
     const char* formats = backend == "cpu" ? "cpp|torch" : "cuda|torch|kernelbench";
-    std::fprintf(to, "    %s --format %s\n", cmd.c_str(), formats);
+    std::fprintf(to, "    %s --format %s\n", terminal_safe(cmd).c_str(), formats);
   }
 }
 
@@ -160,12 +162,25 @@ coordinator::TargetReport report_from_fields(const std::string& target,
   // (coordinator::unit_key); target names have neither character.
   r.target = target.substr(0, target.find_first_of("@-"));
   r.state = get("state");
-  r.evaluations = std::strtoull(get("evaluations").c_str(), nullptr, 10);
-  r.failures = std::strtoull(get("failures").c_str(), nullptr, 10);
-  r.accepted = std::strtoull(get("accepted").c_str(), nullptr, 10);
-  r.seed_us = std::strtod(get("seed_us").c_str(), nullptr);
-  r.best_us = std::strtod(get("best_us").c_str(), nullptr);
-  r.fraction_of_floor = std::strtod(get("fraction_of_floor").c_str(), nullptr);
+  // Counts and times as kiln writes them; anything else (a negative count, which strtoull
+  // wrapped to 2^64 - 3, a word, a NaN) shows as none.
+  auto count = [&](const char* k) {
+    const std::optional<int64_t> v = parse_int64(get(k));
+    return v && *v >= 0 ? static_cast<uint64_t>(*v) : 0;
+  };
+  auto amount = [&](const char* k) {
+    const std::string text = get(k);
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    return !text.empty() && end == text.c_str() + text.size() && std::isfinite(v) && v > 0 ? v
+                                                                                           : 0.0;
+  };
+  r.evaluations = count("evaluations");
+  r.failures = count("failures");
+  r.accepted = count("accepted");
+  r.seed_us = amount("seed_us");
+  r.best_us = amount("best_us");
+  r.fraction_of_floor = amount("fraction_of_floor");
   r.best_id = get("best_id");
   r.best_label = get("best");
   return r;

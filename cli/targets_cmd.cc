@@ -1,11 +1,12 @@
 // `kiln targets`: lists the targets of a folder (shape, dtypes, floor, template size) and, with
-// --check, checks them without a GPU: the spec loads, the reference compiles, every launch
+// --check, checks them without a GPU: the spec loads, the reference compiles and runs, every launch
 // geometry evaluates at every verification shape, and the seed and every template configuration
 // pass the static scan and compile (NVRTC for cuda, the host compiler for cpu) in every dtype.
 // This is what a user runs after writing a target, before spending GPU time on it.
 #include "cli/targets_cmd.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -13,18 +14,24 @@
 #include <thread>
 
 #include "cli/launch_check.h"
+#include "cli/option_checks.h"
 #include "cli/sweep.h"
 #include "evaluator/evaluation.h"
 #include "evaluator/reference.h"
+#include "evaluator/reference_check.h"
 #include "evaluator/source_scan.h"
 #include "evaluator/toolchain.h"
 #include "shared/expr.h"
 #include "shared/fatal.h"
 #include "shared/target_path.h"
 #include "shared/target_spec.h"
+#include "shared/text.h"
 
 namespace kiln::cli {
 namespace {
+
+// How long --check lets one call of a reference at a verification shape run.
+constexpr std::chrono::milliseconds kReferenceCheckDeadline{60'000};
 
 struct TargetsArgs {
   std::vector<std::string> names;
@@ -151,7 +158,9 @@ int run_targets(const TargetsArgs& a) {
     }
     targets = std::move(all).value();
   } else {
+    std::set<std::string> named;
     for (const auto& name : a.names) {
+      if (!named.insert(name).second) continue;  // named twice: listed and checked once
       Result<std::string> dir = find_target(a.targets_dir, name);
       if (!dir.is_ok()) {
         report_fatal("kiln targets: " + dir.status().message());
@@ -187,8 +196,18 @@ int run_targets(const TargetsArgs& a) {
     if (Result<std::unique_ptr<eval::Reference>> ref = eval::Reference::build(t, cache); !ref.is_ok()) {
       std::printf("  FAIL reference: %s\n", ref.status().message().c_str());
       ++problems;
-    } else if ((*ref)->has_terms()) {
-      warn_unused_terms(t);
+    } else {
+      // Run once at every verification shape: a reference that crashes or never returns is
+      // found now, not by the first evaluation of a search.
+      std::vector<Shape> shapes = t.smoke;
+      shapes.insert(shapes.end(), t.sweep.begin(), t.sweep.end());
+      shapes.insert(shapes.end(), t.edge.begin(), t.edge.end());
+      if (Status st = eval::check_reference(**ref, t, shapes, kReferenceCheckDeadline);
+          !st.is_ok()) {
+        std::printf("  FAIL reference: %s\n", log_safe(st.message(), 1000).c_str());
+        ++problems;
+      }
+      if ((*ref)->has_terms()) warn_unused_terms(t);
     }
     for (const auto& [backend, b] : t.backends) {
       if (a.backend != "all" && a.backend != backend) continue;
@@ -251,7 +270,9 @@ void add_targets_command(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--backend", args->backend, "With --check: cuda, cpu, triton or all")
       ->check(CLI::IsMember({"cuda", "cpu", "triton", "all"}))
       ->capture_default_str();
-  sub->add_option("--arch", args->arch, "With --check: CUDA architecture to compile for")->capture_default_str();
+  sub->add_option("--arch", args->arch, "With --check: CUDA architecture to compile for")
+      ->capture_default_str()
+      ->check(gpu_arch());
   sub->add_option("--limit", args->limit, "With --check: at most this many template configurations (a sample)");
   sub->add_option("--jobs,-j", args->jobs, "With --check: compiles in parallel (1 to 256)")
       ->check(CLI::Range(1u, 256u))

@@ -109,6 +109,12 @@ Result<ShapeSweep> parse_shape_sweep(const std::string& text,
         unique.push_back(std::move(s));
     }
     if (unique.empty()) return invalid_argument(where + ": no shapes");
+    // The limits `kiln eval --shape` keeps (no tensor over 2^40 elements): checked here, before a
+    // run starts, not by the evaluator when the shape's first task reaches it.
+    for (const Shape& s : unique) {
+      if (Status fits = check_shape(*t, s); !fits.is_ok())
+        return invalid_argument(where + ": " + fits.message());
+    }
     if (unique.size() > kMaxSweepShapes) {
       return invalid_argument(where + ": " + std::to_string(unique.size()) + " shapes, more than " +
                               std::to_string(kMaxSweepShapes));

@@ -14,6 +14,7 @@
 #include "evaluator/evaluation_internal.h"
 #include "evaluator/prelude.h"
 #include "evaluator/source_scan.h"
+#include "shared/text.h"
 
 namespace kiln::eval {
 namespace fs = std::filesystem;
@@ -185,10 +186,16 @@ proto::EvaluationResult CandidateEvaluator::evaluate(const CandidateSpec& c, DTy
   // Static scan (docs/threats.md rows 5 and 7): refused before anything compiles the text.
   std::vector<ScanFinding> findings = scan_source(c.source, m.backend);
   if (!findings.empty()) {
+    // The first kMaxFindingsShown, each made safe for one line: a binary file gave thousands of
+    // findings quoting raw bytes, in one 60 KB line.
+    constexpr size_t kMaxFindingsShown = 10;
     std::string detail;
-    for (const auto& f : findings) {
-      detail += (detail.empty() ? "" : "; ") + f.rule + " at line " + std::to_string(f.line);
+    for (size_t i = 0; i < findings.size() && i < kMaxFindingsShown; ++i) {
+      detail += (detail.empty() ? "" : "; ") + log_safe(findings[i].rule, 160) + " at line " +
+                std::to_string(findings[i].line);
     }
+    if (findings.size() > kMaxFindingsShown)
+      detail += "; and " + std::to_string(findings.size() - kMaxFindingsShown) + " more";
     stage("scan", false, detail, 0, 1);
     return finish(proto::Outcome::kRejected);
   }

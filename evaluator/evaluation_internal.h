@@ -250,13 +250,14 @@ class CandidateEvaluator::Impl {
   // Runs the reference on `d`'s inputs at `shape` (on d.rows only where not empty) into
   // d.reference and, where a tolerance of the target has a terms term, the norms of the terms into
   // d.term_norms (evaluation_sets.cc).
-  void compute_reference(SetData& d, const Shape& shape) const;
+  // Fails where the reference did not return (Reference::compute): the target is broken.
+  Status compute_reference(SetData& d, const Shape& shape) const;
   // The terms part of compute_reference: d.term_norms for d.rows (every row when empty), from
   // the reference's kiln_reference_terms where it has one, else from the reference on the
   // squared inputs. `in`, `dims`, `scalars` as the reference got them.
-  void compute_term_norms(SetData& d, const Shape& shape, const std::vector<const double*>& in,
-                          const std::vector<int64_t>& dims,
-                          const std::vector<double>& scalars) const;
+  Status compute_term_norms(SetData& d, const Shape& shape, const std::vector<const double*>& in,
+                            const std::vector<int64_t>& dims,
+                            const std::vector<double>& scalars) const;
 
   // The dims whose flattened index is a row of the reference (target.json's reference_rows, else
   // the outputs' first dim when they share it; empty when they do not).
@@ -349,12 +350,14 @@ class CandidateEvaluator::Impl {
     SetData d =
         prepare_set(layout(target, cs.shape, cs.dtype, true, &cursor), cs.shape, cs.dist, seed);
     // The reference runs here while the child runs the candidate.
-    auto ref = std::async(std::launch::async, [&] { compute_reference(d, cs.shape); });
+    auto ref = std::async(std::launch::async, [&] { return compute_reference(d, cs.shape); });
     const std::string what = cs.stage + " " + shape_string(cs.shape) + " " +
                              std::string(dtype_name(cs.dtype)) + " " +
                              std::string(distribution_name(cs.dist));
     CaseOutcome launched = launch_case(handle, c, cs, d, poison, what);
-    ref.wait();
+    // A reference that failed is the target's fault: said first, whatever the candidate did.
+    if (Status st = ref.get(); !st.is_ok())
+      return {CaseKind::kInternal, 0, what + ": " + st.message(), {}};
     if (launched.kind != CaseKind::kPass) return launched;
     const unsigned char* arena = sandbox->arena();
     for (size_t i = 0; i < d.slots.size(); ++i) {

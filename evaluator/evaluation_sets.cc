@@ -62,7 +62,7 @@ std::vector<int64_t> CandidateEvaluator::Impl::sampled_rows(
   return {rows.begin(), rows.end()};
 }
 
-void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape) const {
+Status CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape) const {
   std::vector<const double*> in;
   std::vector<double*> out;
   for (size_t i = 0; i < d.slots.size(); ++i) {
@@ -79,17 +79,16 @@ void CandidateEvaluator::Impl::compute_reference(SetData& d, const Shape& shape)
   for (const auto& name : target.dims) dims.push_back(shape.at(name));
   std::vector<double> scalars;
   for (const auto* s : target.scalars()) scalars.push_back(s->value);
-  if (d.rows.empty())
-    reference->compute(in, out, dims, scalars);
-  else
-    reference->compute_rows(in, out, dims, scalars, d.rows);
-  if (uses_terms(target)) compute_term_norms(d, shape, in, dims, scalars);
+  KILN_RETURN_IF_ERROR(d.rows.empty() ? reference->compute(in, out, dims, scalars)
+                                      : reference->compute_rows(in, out, dims, scalars, d.rows));
+  if (uses_terms(target)) return compute_term_norms(d, shape, in, dims, scalars);
+  return Status::ok();
 }
 
-void CandidateEvaluator::Impl::compute_term_norms(SetData& d, const Shape& shape,
-                                                  const std::vector<const double*>& in,
-                                                  const std::vector<int64_t>& dims,
-                                                  const std::vector<double>& scalars) const {
+Status CandidateEvaluator::Impl::compute_term_norms(SetData& d, const Shape& shape,
+                                                    const std::vector<const double*>& in,
+                                                    const std::vector<int64_t>& dims,
+                                                    const std::vector<double>& scalars) const {
   std::vector<double*> norms;
   d.term_norms.resize(d.slots.size());
   for (size_t i = 0; i < d.slots.size(); ++i) {
@@ -105,8 +104,7 @@ void CandidateEvaluator::Impl::compute_term_norms(SetData& d, const Shape& shape
       rows.resize(static_cast<size_t>(all_rows));
       for (int64_t r = 0; r < all_rows; ++r) rows[static_cast<size_t>(r)] = r;
     }
-    reference->compute_terms(in, norms, dims, scalars, rows);
-    return;
+    return reference->compute_terms(in, norms, dims, scalars, rows);
   }
   // Else the reference on the squared inputs (index inputs select terms: passed as they are).
   d.squares.resize(d.slots.size());
@@ -133,10 +131,9 @@ void CandidateEvaluator::Impl::compute_term_norms(SetData& d, const Shape& shape
     }
   }
   d.squares_built = true;
-  if (d.rows.empty())
-    reference->compute(squared, norms, dims, scalars);
-  else
-    reference->compute_rows(squared, norms, dims, scalars, d.rows);
+  KILN_RETURN_IF_ERROR(d.rows.empty()
+                           ? reference->compute(squared, norms, dims, scalars)
+                           : reference->compute_rows(squared, norms, dims, scalars, d.rows));
   // Square roots of the elements just computed: every one, or those of the rows.
   for (size_t i = 0; i < d.slots.size(); ++i) {
     if (d.slots[i].arg->role != TargetArg::Role::kOutput) continue;
@@ -148,6 +145,7 @@ void CandidateEvaluator::Impl::compute_term_norms(SetData& d, const Shape& shape
     const size_t per_row = n.size() / static_cast<size_t>(all_rows);
     for (int64_t r : d.rows) term_norms_from_squares(n.data() + r * per_row, per_row);
   }
+  return Status::ok();
 }
 
 CaseOutcome CandidateEvaluator::Impl::check_outputs_against(const std::vector<TensorSlot>& slots,

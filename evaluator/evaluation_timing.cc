@@ -218,7 +218,7 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   // single-threaded) run while the child times the candidate -- on a GPU. On the cpu backend they
   // would take the cores the candidate is timed on, so they run after the timing.
   const auto policy = backend == "cpu" ? std::launch::deferred : std::launch::async;
-  std::vector<std::future<void>> refs;
+  std::vector<std::future<Status>> refs;
   // The closing launches are checked on secret rows, those of the sites included, wherever the
   // reference computes single rows (else on every row): kClosingRows of them, or kSampledRows
   // where the reference is expensive (more than kExpensiveReferenceFlops: matmul, the MLP).
@@ -228,7 +228,8 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   auto start_references = [&] {
     for (auto& set : sets) {
       set.rows = sampled_rows(bench, closing_rows, site_rows(set));
-      refs.push_back(std::async(policy, [this, &set, &bench] { compute_reference(set, bench); }));
+      refs.push_back(
+          std::async(policy, [this, &set, &bench] { return compute_reference(set, bench); }));
     }
   };
   nlohmann::json req = geometry_json(*g);
@@ -287,7 +288,11 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   }
   r->metrics["timing_attempts"] = attempt;
   r->metrics["timed_at_ms"] = phase_ms();
-  for (auto& f : refs) f.wait();
+  Status ref_status;
+  for (auto& f : refs) {
+    Status st = f.get();
+    if (ref_status.is_ok()) ref_status = std::move(st);
+  }
   r->metrics["references_at_ms"] = phase_ms();
   const std::string what = "timing " + shape_string(bench) + " " + std::string(dtype_name(dtype));
   auto fail = [&](proto::Outcome outcome, const std::string& detail, double worst, uint32_t cases) {
@@ -295,6 +300,9 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
     r->log = detail;
     return outcome;
   };
+  // Without its reference no output can be checked: the target is broken, not the candidate.
+  if (!ref_status.is_ok())
+    return fail(proto::Outcome::kInternalError, what + ": " + ref_status.message(), 0, 0);
   CaseOutcome failed;
   if (!reply.is_ok())
     failed = call_failed(reply.status(), what);
@@ -384,7 +392,11 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
           d.values[site.slot][site.element] = (k.mask >> b & 1u) ? site.changed : site.original;
         }
         d.rows = rows_of[s][pick];
-        compute_reference(d, bench);
+        if (Status st = compute_reference(d, bench); !st.is_ok()) {
+          out.first.kind = CaseKind::kInternal;
+          out.second = "timed launch " + std::to_string(k.launch) + ": " + st.message();
+          break;
+        }
         CaseOutcome o = check_outputs_against(checks[k.slot], d, dtype, kPoisonA);
         out.first.worst_rel = std::max(out.first.worst_rel, o.worst_rel);
         if (o.kind != CaseKind::kPass) {
@@ -408,8 +420,11 @@ std::optional<proto::Outcome> CandidateEvaluator::Impl::time_phase(
   }
   r->metrics["kept_checked_at_ms"] = phase_ms();
   const auto checked = static_cast<uint32_t>(sets.size() + kept->size());
-  if (failed.kind != CaseKind::kPass)
-    return fail(proto::Outcome::kWrongAnswer, failed.detail, worst, checked);
+  if (failed.kind != CaseKind::kPass) {
+    return fail(failed.kind == CaseKind::kInternal ? proto::Outcome::kInternalError
+                                                   : proto::Outcome::kWrongAnswer,
+                failed.detail, worst, checked);
+  }
   stage("timed_outputs", true,
         std::to_string(sets.size()) + " closing launches and " + std::to_string(kept->size()) +
             " timed launches kept at random" +

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "evaluator/reference_watch.h"
 #include "shared/hash.h"
 #include "shared/process.h"
 
@@ -57,56 +58,88 @@ Result<std::unique_ptr<Reference>> Reference::build(const TargetSpec& target,
   }
   auto rows = reinterpret_cast<ReferenceRowsFn>(dlsym(handle, "kiln_reference_rows"));
   auto terms = reinterpret_cast<ReferenceTermsFn>(dlsym(handle, "kiln_reference_terms"));
-  return std::unique_ptr<Reference>(new Reference(handle, fn, rows, terms));
+  return std::unique_ptr<Reference>(new Reference(
+      handle, fn, rows, terms,
+      "the reference of target '" + target.name + "' (" + target.reference_file + ")"));
 }
 
 Reference::~Reference() {
   if (handle_) dlclose(handle_);
 }
 
-void Reference::compute(const std::vector<const double*>& inputs,
-                        const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
-                        const std::vector<double>& scalars) const {
-  fn_(inputs.data(), outputs.data(), dims.data(), scalars.data());
+namespace {
+
+// Runs `call`, watched; a throw becomes the call's error.
+template <typename F>
+Status watched(const std::string& what, std::chrono::milliseconds deadline, F&& call) {
+  WatchedReferenceCall watch(what, deadline);
+  try {
+    call();
+  } catch (const std::exception& e) {
+    return internal_error(what + " threw: " + e.what());
+  } catch (...) {
+    return internal_error(what + " threw an exception that is not a std::exception");
+  }
+  return Status::ok();
 }
 
-void Reference::compute_rows(const std::vector<const double*>& inputs,
-                             const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
-                             const std::vector<double>& scalars,
-                             const std::vector<int64_t>& rows) const {
-  by_rows(rows_fn_, inputs, outputs, dims, scalars, rows);
+}  // namespace
+
+Status Reference::compute(const std::vector<const double*>& inputs,
+                          const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
+                          const std::vector<double>& scalars) const {
+  return watched(what_ + ", kiln_reference,", deadline_,
+                 [&] { fn_(inputs.data(), outputs.data(), dims.data(), scalars.data()); });
 }
 
-void Reference::compute_terms(const std::vector<const double*>& inputs,
-                              const std::vector<double*>& terms, const std::vector<int64_t>& dims,
-                              const std::vector<double>& scalars,
-                              const std::vector<int64_t>& rows) const {
-  by_rows(terms_fn_, inputs, terms, dims, scalars, rows);
+Status Reference::compute_rows(const std::vector<const double*>& inputs,
+                               const std::vector<double*>& outputs,
+                               const std::vector<int64_t>& dims, const std::vector<double>& scalars,
+                               const std::vector<int64_t>& rows) const {
+  return by_rows(rows_fn_, "kiln_reference_rows", inputs, outputs, dims, scalars, rows);
 }
 
-void Reference::by_rows(ReferenceRowsFn fn, const std::vector<const double*>& inputs,
-                        const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
-                        const std::vector<double>& scalars,
-                        const std::vector<int64_t>& rows) const {
+Status Reference::compute_terms(const std::vector<const double*>& inputs,
+                                const std::vector<double*>& terms, const std::vector<int64_t>& dims,
+                                const std::vector<double>& scalars,
+                                const std::vector<int64_t>& rows) const {
+  return by_rows(terms_fn_, "kiln_reference_terms", inputs, terms, dims, scalars, rows);
+}
+
+Status Reference::by_rows(ReferenceRowsFn fn, const char* name,
+                          const std::vector<const double*>& inputs,
+                          const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
+                          const std::vector<double>& scalars,
+                          const std::vector<int64_t>& rows) const {
+  const std::string what = what_ + ", " + name + ",";
   const size_t n = rows.size();
   const size_t threads = std::clamp<size_t>(n / kMinRowsPerThread, 1, threads_);
+  if (threads == 1) {
+    return watched(what, deadline_, [&] {
+      fn(inputs.data(), outputs.data(), dims.data(), scalars.data(), rows.data(),
+         static_cast<int64_t>(n));
+    });
+  }
+  // Every threads-th row from t: a row's cost may grow with its index (a causal attention row),
+  // so interleaved parts cost alike where contiguous ones would not. Each part is watched on its
+  // own, and every thread is joined before the first error is returned.
+  std::vector<Status> errors(threads);
   auto part = [&](size_t t) {
-    // Every threads-th row from t: a row's cost may grow with its index (a causal attention
-    // row), so interleaved parts cost alike where contiguous ones would not.
     std::vector<int64_t> mine;
     for (size_t i = t; i < n; i += threads) mine.push_back(rows[i]);
-    fn(inputs.data(), outputs.data(), dims.data(), scalars.data(), mine.data(),
-       static_cast<int64_t>(mine.size()));
+    errors[t] = watched(what, deadline_, [&] {
+      fn(inputs.data(), outputs.data(), dims.data(), scalars.data(), mine.data(),
+         static_cast<int64_t>(mine.size()));
+    });
   };
-  if (threads == 1) {
-    fn(inputs.data(), outputs.data(), dims.data(), scalars.data(), rows.data(),
-       static_cast<int64_t>(n));
-    return;
-  }
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(part, t);
   part(0);
   for (auto& th : pool) th.join();
+  for (Status& e : errors) {
+    if (!e.is_ok()) return e;
+  }
+  return Status::ok();
 }
 
 size_t default_reference_threads() {

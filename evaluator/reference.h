@@ -1,9 +1,12 @@
 // The trusted reference of a target: its reference.cpp (host C++, fp64) compiled by the system
 // compiler into a shared object, cached by content hash, and called in the evaluating process --
 // never in the sandbox child and never in the candidate's CUDA context (docs/threats.md row 7).
+// A call that throws fails with the exception's message; one that crashes, calls exit() or runs
+// past its deadline says so before the process ends (evaluator/reference_watch.h).
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -55,8 +58,10 @@ class Reference {
   Reference(const Reference&) = delete;
   Reference& operator=(const Reference&) = delete;
 
-  void compute(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
-               const std::vector<int64_t>& dims, const std::vector<double>& scalars) const;
+  // Each compute call fails where the reference threw (the outputs then hold whatever it wrote
+  // before); it is watched meanwhile (reference_watch.h) with deadline().
+  Status compute(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
+                 const std::vector<int64_t>& dims, const std::vector<double>& scalars) const;
 
   bool has_rows() const { return rows_fn_ != nullptr; }
   bool has_terms() const { return terms_fn_ != nullptr; }
@@ -65,25 +70,35 @@ class Reference {
   // Needs has_rows(). The rows are split over up to set_threads() threads, each calling
   // kiln_reference_rows on its own rows at the same time (rows are independent; a reference must
   // not keep state between calls -- docs/targets.md).
-  void compute_rows(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
-                    const std::vector<int64_t>& dims, const std::vector<double>& scalars,
-                    const std::vector<int64_t>& rows) const;
+  Status compute_rows(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
+                      const std::vector<int64_t>& dims, const std::vector<double>& scalars,
+                      const std::vector<int64_t>& rows) const;
   // Needs has_terms(): kiln_reference_terms on `rows`, split over threads as compute_rows.
-  void compute_terms(const std::vector<const double*>& inputs, const std::vector<double*>& terms,
-                     const std::vector<int64_t>& dims, const std::vector<double>& scalars,
-                     const std::vector<int64_t>& rows) const;
+  Status compute_terms(const std::vector<const double*>& inputs, const std::vector<double*>& terms,
+                       const std::vector<int64_t>& dims, const std::vector<double>& scalars,
+                       const std::vector<int64_t>& rows) const;
+  // How long one call may run before the watch ends the process (default kDefaultDeadline).
+  void set_deadline(std::chrono::milliseconds d) { deadline_ = d; }
+  std::chrono::milliseconds deadline() const { return deadline_; }
+  // "the reference of target 'x' (reference.cpp)": how messages about it begin.
+  const std::string& what() const { return what_; }
+  // Generous: a reference at a benchmark shape without kiln_reference_rows may take minutes.
+  static constexpr std::chrono::milliseconds kDefaultDeadline{300'000};
 
  private:
-  Reference(void* handle, ReferenceFn fn, ReferenceRowsFn rows, ReferenceTermsFn terms)
-      : handle_(handle), fn_(fn), rows_fn_(rows), terms_fn_(terms) {}
-  void by_rows(ReferenceRowsFn fn, const std::vector<const double*>& inputs,
-               const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
-               const std::vector<double>& scalars, const std::vector<int64_t>& rows) const;
+  Reference(void* handle, ReferenceFn fn, ReferenceRowsFn rows, ReferenceTermsFn terms,
+            std::string what)
+      : handle_(handle), fn_(fn), rows_fn_(rows), terms_fn_(terms), what_(std::move(what)) {}
+  Status by_rows(ReferenceRowsFn fn, const char* name, const std::vector<const double*>& inputs,
+                 const std::vector<double*>& outputs, const std::vector<int64_t>& dims,
+                 const std::vector<double>& scalars, const std::vector<int64_t>& rows) const;
   void* handle_;
   ReferenceFn fn_;
   ReferenceRowsFn rows_fn_;
   ReferenceTermsFn terms_fn_;
+  std::string what_;  // "the reference of target 'x' (reference.cpp)"
   size_t threads_ = 1;
+  std::chrono::milliseconds deadline_ = kDefaultDeadline;
   static constexpr size_t kMinRowsPerThread = 4;
 };
 

@@ -124,6 +124,8 @@ Result<KilnConfig> parse_config(const std::string& json_text, const std::string&
     doc = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::parse_error& e) {
     return invalid_argument(source + ": not valid JSON (" + e.what() + ")");
+  } catch (const nlohmann::json::exception& e) {  // a number too large for any type (406)
+    return invalid_argument(source + ": cannot be read (" + std::string(e.what()) + ")");
   }
   return config_from_json(doc, source);
 }

@@ -15,6 +15,8 @@ Result<nlohmann::json> load_json_file(const std::string& path) {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     return invalid_argument(path + ": not valid JSON (" + e.what() + ")");
+  } catch (const nlohmann::json::exception& e) {  // a number too large for any type (406)
+    return invalid_argument(path + ": cannot be read (" + std::string(e.what()) + ")");
   }
 }
 

@@ -75,7 +75,8 @@ Status check_target_folders(const std::string& dirs) {
   for (const auto& f : own_folders(dirs)) {
     std::error_code ec;
     if (!fs::is_directory(f, ec)) {
-      return not_found("targets folder " + log_safe(f, 200) + " does not exist (" +
+      return not_found("targets folder " + log_safe(f, 200) +
+                       (fs::exists(f, ec) ? " is not a folder (" : " does not exist (") +
                        (dirs.empty() ? "$KILN_TARGETS_DIR" : "--targets-dir") + ")");
     }
   }
@@ -118,7 +119,10 @@ Result<std::vector<TargetSpec>> load_target_path(const std::string& dirs, bool o
   std::vector<TargetSpec> out;
   for (const auto& f : folders) {
     std::error_code ec;
-    if (!fs::is_directory(f, ec)) return not_found("targets folder " + f + " does not exist");
+    if (!fs::is_directory(f, ec)) {
+      return not_found("targets folder " + log_safe(f, 200) +
+                       (fs::exists(f, ec) ? " is not a folder" : " does not exist"));
+    }
     KILN_ASSIGN_OR_RETURN(std::vector<TargetSpec> here, load_targets(f));
     for (TargetSpec& t : here) {
       if (seen.insert(t.name).second) out.push_back(std::move(t));

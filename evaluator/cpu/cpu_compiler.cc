@@ -37,8 +37,17 @@ constexpr const char* kSourceFile = "kernel.cc";
 constexpr const char* kUnitFile = "kiln_unit.cc";
 constexpr const char* kPreprocessedFile = "kiln_unit.ii";
 constexpr const char* kOutputFile = "kernel.so";
-constexpr const char* kBaseFlags[] = {"-std=c++17",   "-O3",    "-march=native", "-fPIC",
-                                      "-shared",      "-fno-exceptions", "-w"};
+// -fno-diagnostics-show-caret: the source starts after kiln's prelude and a #line 1, so an
+// error's line number is the kernel's own, but the excerpt under it was read from the file as
+// compiled (the prelude's first line under an error at line 1).
+constexpr const char* kBaseFlags[] = {"-std=c++17",
+                                      "-O3",
+                                      "-march=native",
+                                      "-fPIC",
+                                      "-shared",
+                                      "-fno-exceptions",
+                                      "-w",
+                                      "-fno-diagnostics-show-caret"};
 // With g++, inline and template statics become STB_GNU_UNIQUE symbols, which turn dlclose into
 // a no-op: every unloaded candidate would stay mapped in the sandbox child. clang lacks the
 // flag (and the problem), so create() adds it only where the compiler accepts it.

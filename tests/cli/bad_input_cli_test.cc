@@ -313,5 +313,141 @@ TEST(BadInput, StatusOfARedisWithoutARunSaysSo) {
   EXPECT_NE(text.find("no kiln run is recorded"), std::string::npos) << text;
 }
 
+// A target whose reference.cpp crashes, calls exit() or throws: `kiln eval` died of the signal
+// saying nothing, exited 0 with no result at all (exit), or blamed the kernel with a wrong answer
+// against outputs left at 0 (throw); `targets --check` passed all three. Now eval says which
+// target's reference did what (a throw fails the evaluation and kiln goes on; a crash or exit
+// still ends the process, which cannot take the call back), and --check finds each.
+TEST(BadInput, AReferenceThatCrashesExitsOrThrowsIsNamed) {
+  testing::TempDir dir;
+  struct Case {
+    std::string body;
+    int eval_rc;  // 139: ended by SIGSEGV (the shell's 128 + 11)
+    std::string eval_says, check_says;
+  };
+  const std::string who = "the reference of target 'reduce' (reference.cpp), kiln_reference, ";
+  const Case cases[] = {
+      {"volatile int* p = nullptr; *p = 1;", 139, "kiln: " + who + "crashed (signal 11)",
+       who + "crashed (killed by signal 11"},
+      {"std::exit(0);", 1, "kiln: " + who + "called exit() instead of returning",
+       who + "ended its process (exited with status 1"},
+      {"throw std::runtime_error(\"no reference today\");", 1, who + "threw: no reference today",
+       who + "threw: no reference today"}};
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string mine = dir.file("t" + std::to_string(n++));
+    fs::create_directories(mine);
+    fs::copy(testing::builtin_targets_dir() + "/reduce", mine + "/reduce",
+             fs::copy_options::recursive);
+    std::ofstream(mine + "/reduce/reference.cpp")
+        << "#include <cstdint>\n#include <cstdlib>\n#include <stdexcept>\n"
+           "extern \"C\" void kiln_reference(const double* const*, double* const*, "
+           "const int64_t*, const double*) { "
+        << c.body << " }\n";
+    const std::string args =
+        " --backend cpu --targets-dir " + mine + " --cache-dir " + dir.file("cache") + " ";
+    std::string text;
+    EXPECT_EQ(run_command(kiln_binary() + " eval reduce --no-time" + args, &text), c.eval_rc)
+        << text;
+    EXPECT_NE(text.find(c.eval_says), std::string::npos) << text;
+    EXPECT_EQ(run_command(kiln_binary() + " targets --check reduce" + args, &text), 1) << text;
+    EXPECT_NE(text.find("FAIL reference: at M="), std::string::npos) << text;
+    EXPECT_NE(text.find(c.check_says), std::string::npos) << text;
+  }
+}
+
+// Values that meant something other than what was written: a budget of 2^63 s wrapped to a
+// negative one and the run started; "," meant every target (run) or no parameters (eval: the
+// seed); a malformed --arch failed every compile as the kernels' fault (exit 1); a --shapes file
+// whose tensors eval --shape refuses started a run that then failed the seed.
+TEST(BadInput, OptionsThatOnceMeantSomethingElseAreRefused) {
+  testing::TempDir dir;
+  const std::string run = kiln_binary() + " run --backend cpu --cache-dir " + dir.file("cache") +
+                          " --out " + dir.file("run") + " ";
+  const std::string eval =
+      kiln_binary() + " eval reduce --backend cpu --no-time --cache-dir " + dir.file("cache") + " ";
+  std::ofstream(dir.file("huge.json")) << R"({"reduce": [{"M": 2147483647, "N": 2147483647}]})";
+  for (const auto& [command, says] : std::vector<std::pair<std::string, std::string>>{
+           {run + "--targets reduce --budget 9223372036854775807s", "longer than kiln takes"},
+           {run + "--targets reduce --budget 0.5s", "not a whole number of seconds"},
+           {run + "--targets ,", "--targets: ',' has an empty item"},
+           {run + "--targets reduce,,softmax", "has an empty item"},
+           {run + "--targets reduce --shapes " + dir.file("huge.json"),
+            "kiln takes at most 2^40 per tensor"},
+           {eval + "--params ,", "--params: ',' has an empty item"},
+           {kiln_binary() + " eval reduce --check --backend cuda --arch sm_xx",
+            "expected a real GPU architecture such as sm_90a"},
+           {kiln_binary() + " targets --check --backend cuda --arch compute_90 reduce",
+            "expected a real GPU architecture such as sm_90a"},
+           // Options that contradict or need another were taken silently.
+           {kiln_binary() + " export reduce --seed --template --no-verify --to " + dir.file("run"),
+            "excludes"},
+           {eval + "--limit 5", "requires --sweep"},
+           {kiln_binary() + " import-triton " + dir.file("huge.json") + " -k k --timeout 0",
+            "not in range"}}) {
+    std::string text;
+    EXPECT_EQ(run_command(command + " 2>&1", &text), 2) << command << ": " << text;
+    EXPECT_NE(text.find(says), std::string::npos) << command << ": " << text;
+    EXPECT_FALSE(fs::exists(dir.file("run"))) << command << ": " << text;
+  }
+}
+
+// A target named twice is listed (and checked) once.
+TEST(BadInput, ATargetNamedTwiceIsListedOnce) {
+  std::string text;
+  ASSERT_EQ(run_command(kiln_binary() + " targets reduce reduce 2>&1", &text), 0) << text;
+  EXPECT_NE(text.find("\n1 targets in"), std::string::npos) << text;
+}
+
+// A target.json holding a number too large for any type named no file ("a JSON file read here
+// does not hold what kiln writes"), and a summary.json whose fields had other types showed a
+// target named null and a count of 2^64 - 3.
+TEST(BadInput, ANumberTooLargeOrASummaryOfWrongTypesIsSaidWithItsFile) {
+  testing::TempDir dir;
+  const std::string mine = dir.file("mine");
+  fs::create_directories(mine);
+  fs::copy(testing::builtin_targets_dir() + "/reduce", mine + "/reduce",
+           fs::copy_options::recursive);
+  std::string spec = testing::read_file(mine + "/reduce/target.json");
+  const size_t at = spec.find("\"benchmark\"");
+  ASSERT_NE(at, std::string::npos);
+  const size_t m = spec.find("\"M\": ", at);
+  ASSERT_NE(m, std::string::npos);
+  spec.insert(m + 5, "1" + std::string(400, '0') + ", \"unused\": ");
+  std::ofstream(mine + "/reduce/target.json") << spec;
+  std::string text;
+  EXPECT_EQ(run_command(kiln_binary() + " targets --targets-dir " + mine + " 2>&1", &text), 2)
+      << text;
+  EXPECT_NE(text.find(mine + "/reduce/target.json: cannot be read"), std::string::npos) << text;
+
+  for (const auto& [entry, says] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"target": "reduce", "evaluations": -3})", "'evaluations' is not a whole number"},
+           {R"({"target": null, "evaluations": 4})", "'target' is not a string"},
+           {R"({"target": "reduce", "best_us": "fast"})", "'best_us' is not a number"},
+           {R"({"evaluations": 4})", "no 'target'"}}) {
+    const std::string out = dir.file("run" + std::to_string(says.size()));
+    fs::create_directories(out);
+    std::ofstream(out + "/summary.json") << "[" << entry << "]";
+    EXPECT_EQ(run_command(kiln_binary() + " status --out " + out + " 2>&1", &text), 2) << text;
+    EXPECT_NE(text.find("summary.json, entry 0: " + says), std::string::npos) << text;
+  }
+}
+
+// A binary file as --source gave one scan line of ~60 KB, thousands of findings quoting raw bytes.
+TEST(BadInput, TheScanShowsTenFindingsAndCountsTheRest) {
+  testing::TempDir dir;
+  std::string source;
+  for (int i = 0; i < 50; ++i) source += "#include <vector>\n";
+  std::ofstream(dir.file("many.cpp")) << source;
+  std::string text;
+  EXPECT_EQ(run_command(kiln_binary() + " eval reduce --backend cpu --no-time --cache-dir " +
+                            dir.file("cache") + " --source " + dir.file("many.cpp") + " 2>&1",
+                        &text),
+            1)
+      << text;
+  EXPECT_NE(text.find("; and 40 more"), std::string::npos) << text;
+  EXPECT_LT(text.size(), 4000u) << text;
+}
+
 }  // namespace
 }  // namespace kiln

@@ -60,6 +60,7 @@ TEST(LocalWorkers, AKilledWorkerIsStartedAgainAfterItsBackoffAndSaysSo) {
 
 // A worker that exits with an error status (a refused evaluator, a bad option) is reported with
 // the last line of its log, where it said why; one killed by a signal is not.
+// A killed worker's last line is reported only where it is kiln's own last word.
 TEST(LocalWorkers, AnErrorExitIsReportedWithTheLastLineOfTheLog) {
   testing::TempDir dir;
   FILE* said = std::tmpfile();
@@ -75,11 +76,19 @@ TEST(LocalWorkers, AnErrorExitIsReportedWithTheLastLineOfTheLog) {
   ASSERT_TRUE(
       workers.start("evaluator 1", {"sh", "-c", "echo busy; kill -9 $$"}, dir.file("e1.log"), true)
           .is_ok());
+  // Killed, but its last line is kiln's own last word (a crashing reference says which).
+  const std::string last_word = "kiln: the reference of target 'x' (reference.cpp), crashed";
+  ASSERT_TRUE(workers
+                  .start("evaluator 2",
+                         {"sh", "-c", "echo busy; echo \"" + last_word + "\" >&2; kill -11 $$"},
+                         dir.file("e2.log"), true)
+                  .is_ok());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::string text;
   while (std::chrono::steady_clock::now() < deadline &&
          (text.find("evaluator 0 (pid") == std::string::npos ||
-          text.find("evaluator 1 (pid") == std::string::npos)) {
+          text.find("evaluator 1 (pid") == std::string::npos ||
+          text.find("evaluator 2 (pid") == std::string::npos)) {
     workers.supervise();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     text.clear();
@@ -94,6 +103,10 @@ TEST(LocalWorkers, AnErrorExitIsReportedWithTheLastLineOfTheLog) {
   const std::string e1_line = text.substr(e1, text.find('\n', e1) - e1);
   EXPECT_NE(e1_line.find("killed by signal 9"), std::string::npos) << e1_line;
   EXPECT_EQ(e1_line.find("its log ends"), std::string::npos) << e1_line;
+  EXPECT_NE(
+      text.find("killed by signal 11 (Segmentation fault) (its log ends: \"" + last_word + "\")"),
+      std::string::npos)
+      << text;
   workers.stop_all();
 }
 

@@ -59,7 +59,7 @@ TEST(ReferenceRows, AgreeWithTheFullReferenceOnEveryBuiltInTargetThatHasThem) {
     for (const auto& d : target->dims) dims.push_back(shape.at(d));
     std::vector<double> scalars;
     for (const auto* s : target->scalars()) scalars.push_back(s->value);
-    (*ref)->compute(in, full_out, dims, scalars);
+    ASSERT_TRUE((*ref)->compute(in, full_out, dims, scalars).is_ok()) << name;
     // A row is one index over the reference_rows dims (default: the outputs' first dim).
     std::vector<std::string> row_dims = target->reference_rows;
     if (row_dims.empty()) row_dims = {target->outputs().front()->shape.front()};
@@ -68,7 +68,7 @@ TEST(ReferenceRows, AgreeWithTheFullReferenceOnEveryBuiltInTargetThatHasThem) {
     std::vector<int64_t> asked;  // the first, the last and 22 spread between: 4 threads' parts
     for (int64_t k = 0; k < 24; ++k) asked.push_back(k * (m - 1) / 23);
     asked.erase(std::unique(asked.begin(), asked.end()), asked.end());
-    (*ref)->compute_rows(in, rows_out, dims, scalars, asked);
+    ASSERT_TRUE((*ref)->compute_rows(in, rows_out, dims, scalars, asked).is_ok()) << name;
     for (size_t o = 0; o < full.size(); ++o) {
       const size_t per_row = full[o].size() / static_cast<size_t>(m);
       for (int64_t r = 0; r < m; ++r) {
