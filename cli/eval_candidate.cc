@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli/run_support.h"
 #include "cli/sweep.h"
 #include "shared/text.h"
 
@@ -137,11 +138,9 @@ Result<std::map<std::string, std::string>> parse_pairs(const std::string& text, 
   std::map<std::string, std::string> out;
   std::stringstream ss(text);
   std::string item;
+  // "," once meant no parameters at all: the seed, not the template.
+  KILN_RETURN_IF_ERROR(check_list(text, what));
   while (std::getline(ss, item, ',')) {
-    if (item.empty()) {  // "," once meant no parameters at all: the seed, not the template
-      return invalid_argument(std::string(what) + ": '" + text.substr(0, 60) +
-                              "' has an empty item (two commas, or one at the start)");
-    }
     size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) {
       return invalid_argument(std::string(what) + ": '" + item + "' is not KEY=VALUE");

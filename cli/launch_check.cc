@@ -8,10 +8,8 @@ namespace kiln::cli {
 std::vector<LaunchProblem> launch_problems(const TargetSpec& t, const std::string& backend,
                                            const BackendSpec& b, const KernelSpec& spec,
                                            const std::map<std::string, std::string>& params) {
-  std::vector<Shape> shapes = {t.benchmark_for(backend)};
-  for (const auto* list : {&t.smoke, &t.sweep, &t.edge}) {
-    shapes.insert(shapes.end(), list->begin(), list->end());
-  }
+  std::vector<Shape> shapes = t.verification_shapes();
+  shapes.insert(shapes.begin(), t.benchmark_for(backend));
   std::vector<LaunchProblem> problems;
   for (const Shape& sh : shapes) {
     for (DType d : b.dtypes) {

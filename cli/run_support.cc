@@ -43,7 +43,8 @@ Result<std::chrono::seconds> parse_duration(const std::string& text, const std::
                             std::to_string(kMaxDurationSeconds / 3600) + "h, a year)");
   }
   if (seconds != std::floor(seconds)) {
-    return invalid_argument(option + ": '" + text + "' is not a whole number of seconds");
+    return invalid_argument(option + ": '" + text.substr(0, 60) +
+                            "' is not a whole number of seconds");
   }
   return std::chrono::seconds(static_cast<int64_t>(seconds));
 }

@@ -199,10 +199,8 @@ int run_targets(const TargetsArgs& a) {
     } else {
       // Run once at every verification shape: a reference that crashes or never returns is
       // found now, not by the first evaluation of a search.
-      std::vector<Shape> shapes = t.smoke;
-      shapes.insert(shapes.end(), t.sweep.begin(), t.sweep.end());
-      shapes.insert(shapes.end(), t.edge.begin(), t.edge.end());
-      if (Status st = eval::check_reference(**ref, t, shapes, kReferenceCheckDeadline);
+      if (Status st =
+              eval::check_reference(**ref, t, t.verification_shapes(), kReferenceCheckDeadline);
           !st.is_ok()) {
         std::printf("  FAIL reference: %s\n", log_safe(st.message(), 1000).c_str());
         ++problems;

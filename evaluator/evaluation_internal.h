@@ -234,19 +234,6 @@ class CandidateEvaluator::Impl {
   SetData prepare_set(std::vector<TensorSlot> slots, const Shape& shape, Distribution dist,
                       uint64_t seed, SetData reuse = {});
 
-  // The scale of an input's values at `shape` (validated at load time; 1 when none is given).
-  double input_scale(const TargetArg& a, const Shape& shape) const {
-    if (a.scale.empty()) return 1.0;
-    Result<double> v = eval_expr(a.scale, expr_vars(shape, DType::kF32, {}));
-    return v.is_ok() && *v > 0 && std::isfinite(*v) ? *v : 1.0;
-  }
-
-  // The bound of an index input at `shape` (validated at load time; at least 1).
-  int64_t index_bound(const TargetArg& a, const Shape& shape) const {
-    Result<int64_t> v = eval_int_expr(a.index_bound, expr_vars(shape, DType::kF32, {}));
-    return v.is_ok() ? std::max<int64_t>(*v, 1) : 1;
-  }
-
   // Runs the reference on `d`'s inputs at `shape` (on d.rows only where not empty) into
   // d.reference and, where a tolerance of the target has a terms term, the norms of the terms into
   // d.term_norms (evaluation_sets.cc).

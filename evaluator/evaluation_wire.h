@@ -4,7 +4,9 @@
 // Included only through evaluation_internal.h.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -14,6 +16,7 @@
 #include "evaluator/evaluation.h"
 #include "evaluator/tensor_data.h"
 #include "evaluator/verification_cases.h"
+#include "shared/expr.h"
 
 namespace kiln::eval {
 namespace evaluation_internal {
@@ -28,6 +31,19 @@ inline size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 inline DType arg_dtype(const TargetArg& a, DType under_test) {
   if (a.dtype == "T") return under_test;
   return parse_dtype(a.dtype).value_or(under_test);
+}
+
+// The scale of an input's values at `shape` (validated at load time; 1 when none is given).
+inline double input_scale(const TargetArg& a, const Shape& shape) {
+  if (a.scale.empty()) return 1.0;
+  Result<double> v = eval_expr(a.scale, expr_vars(shape, DType::kF32, {}));
+  return v.is_ok() && *v > 0 && std::isfinite(*v) ? *v : 1.0;
+}
+
+// The bound of an index input at `shape` (validated at load time; at least 1).
+inline int64_t index_bound(const TargetArg& a, const Shape& shape) {
+  Result<int64_t> v = eval_int_expr(a.index_bound, expr_vars(shape, DType::kF32, {}));
+  return v.is_ok() ? std::max<int64_t>(*v, 1) : 1;
 }
 
 enum class CaseKind { kPass, kWrong, kInputMutated, kOutOfBounds, kTimeout, kCrash, kInternal };

@@ -59,7 +59,7 @@ class Reference {
   Reference& operator=(const Reference&) = delete;
 
   // Each compute call fails where the reference threw (the outputs then hold whatever it wrote
-  // before); it is watched meanwhile (reference_watch.h) with deadline().
+  // before); it is watched meanwhile (reference_watch.h) with the deadline set_deadline gave.
   Status compute(const std::vector<const double*>& inputs, const std::vector<double*>& outputs,
                  const std::vector<int64_t>& dims, const std::vector<double>& scalars) const;
 
@@ -79,7 +79,6 @@ class Reference {
                        const std::vector<int64_t>& rows) const;
   // How long one call may run before the watch ends the process (default kDefaultDeadline).
   void set_deadline(std::chrono::milliseconds d) { deadline_ = d; }
-  std::chrono::milliseconds deadline() const { return deadline_; }
   // "the reference of target 'x' (reference.cpp)": how messages about it begin.
   const std::string& what() const { return what_; }
   // Generous: a reference at a benchmark shape without kiln_reference_rows may take minutes.

@@ -10,51 +10,43 @@
 #include "evaluator/forked_call.h"
 #include "evaluator/shared_pages.h"
 #include "evaluator/tensor_data.h"
-#include "shared/expr.h"
 
 namespace kiln::eval {
 
-Status check_reference(Reference& ref, const TargetSpec& target, const std::vector<Shape>& shapes,
-                       std::chrono::milliseconds deadline) {
-  const std::chrono::milliseconds before = ref.deadline();
-  ref.set_deadline(deadline);
-  Status result;
+Status check_reference(const Reference& ref, const TargetSpec& target,
+                       const std::vector<Shape>& shapes, std::chrono::milliseconds deadline) {
   uint64_t seed = 0x5EED;
   for (const Shape& shape : shapes) {
-    std::vector<SharedDoubles> values, outputs;
+    std::vector<std::vector<double>> values;  // read by the child from its copy of this process
     std::vector<const double*> in;
-    std::vector<SharedDoubles*> out;
     for (const TargetArg* a : target.inputs()) {
       const auto n = static_cast<size_t>(std::max<int64_t>(element_count(*a, shape), 0));
       const DType t = evaluation_internal::arg_dtype(*a, DType::kF32);
-      SharedDoubles v(n);
+      std::vector<double> v(n);
       std::vector<unsigned char> bytes(n * dtype_bytes(t));
       if (!a->index_bound.empty()) {
-        Result<int64_t> bound = eval_int_expr(a->index_bound, expr_vars(shape, DType::kF32, {}));
-        generate_indices(bound.is_ok() ? std::max<int64_t>(*bound, 1) : 1, t, seed++, n, v.data(),
+        generate_indices(evaluation_internal::index_bound(*a, shape), t, seed++, n, v.data(),
                          bytes.data());
       } else {
-        Result<double> scale = a->scale.empty()
-                                   ? Result<double>(1.0)
-                                   : eval_expr(a->scale, expr_vars(shape, DType::kF32, {}));
         generate(Distribution::kNormal, t, seed++, n, v.data(), bytes.data(),
-                 scale.is_ok() && *scale > 0 ? *scale : 1.0);
+                 evaluation_internal::input_scale(*a, shape));
       }
       values.push_back(std::move(v));
     }
     for (auto& v : values) in.push_back(v.data());
+    std::vector<SharedDoubles> outputs;  // written by the child
+    std::vector<double*> out;
     for (const TargetArg* a : target.outputs())
       outputs.emplace_back(static_cast<size_t>(std::max<int64_t>(element_count(*a, shape), 0)));
-    for (auto& o : outputs) out.push_back(&o);
+    for (auto& o : outputs) out.push_back(o.data());
     std::vector<int64_t> dims;
     for (const auto& d : target.dims) dims.push_back(shape.at(d));
     std::vector<double> scalars;
     for (const auto* s : target.scalars()) scalars.push_back(s->value);
     const std::vector<int64_t> rows = {0};
-    std::vector<double*> ptrs;
-    for (SharedDoubles* o : out) ptrs.push_back(o->data());
     // Each entry point in a child of its own: here a crash, exit() or endless loop ends the
-    // child, and the check goes on to say so.
+    // child, and the check goes on to say so. The reference's own deadline (longer) is left as
+    // it is, so that `deadline` here is the one that stops an endless call.
     auto forked = [&](const char* entry, auto call) {
       return run_forked(
           [&] {
@@ -62,22 +54,18 @@ Status check_reference(Reference& ref, const TargetSpec& target, const std::vect
           },
           deadline, ref.what() + ", " + entry + ",");
     };
-    Status st = forked("kiln_reference", [&] { return ref.compute(in, ptrs, dims, scalars); });
+    Status st = forked("kiln_reference", [&] { return ref.compute(in, out, dims, scalars); });
     if (st.is_ok() && ref.has_rows()) {
       st = forked("kiln_reference_rows",
-                  [&] { return ref.compute_rows(in, ptrs, dims, scalars, rows); });
+                  [&] { return ref.compute_rows(in, out, dims, scalars, rows); });
     }
     if (st.is_ok() && ref.has_terms()) {
       st = forked("kiln_reference_terms",
-                  [&] { return ref.compute_terms(in, ptrs, dims, scalars, rows); });
+                  [&] { return ref.compute_terms(in, out, dims, scalars, rows); });
     }
-    if (!st.is_ok()) {
-      result = st.with_context("at " + shape_string(shape));
-      break;
-    }
+    if (!st.is_ok()) return st.with_context("at " + shape_string(shape));
   }
-  ref.set_deadline(before);
-  return result;
+  return Status::ok();
 }
 
 }  // namespace kiln::eval

@@ -14,9 +14,9 @@
 
 namespace kiln::eval {
 
-// OK when every call returned within `deadline` each (ref's own deadline is restored after);
-// else the first failure, naming the shape and the entry point.
-Status check_reference(Reference& ref, const TargetSpec& target, const std::vector<Shape>& shapes,
-                       std::chrono::milliseconds deadline);
+// OK when every call returned within `deadline` each (shorter than the reference's own
+// deadline); else the first failure, naming the shape and the entry point.
+Status check_reference(const Reference& ref, const TargetSpec& target,
+                       const std::vector<Shape>& shapes, std::chrono::milliseconds deadline);
 
 }  // namespace kiln::eval

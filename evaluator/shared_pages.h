@@ -22,9 +22,6 @@ struct SharedPages {
   T* allocate(size_t n) {
     void* p = mmap(nullptr, bytes(n), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
-    // Huge pages where the system gives them to shared memory (shmem_enabled "advise"): the
-    // largest of these buffers hold gigabytes.
-    if (bytes(n) >= (size_t{2} << 20)) madvise(p, bytes(n), MADV_HUGEPAGE);
     return static_cast<T*>(p);
   }
   void deallocate(T* p, size_t n) { munmap(p, bytes(n)); }

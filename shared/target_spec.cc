@@ -141,6 +141,13 @@ const Shape& TargetSpec::benchmark_for(const std::string& name) const {
   return b && b->benchmark ? *b->benchmark : benchmark;
 }
 
+std::vector<Shape> TargetSpec::verification_shapes() const {
+  std::vector<Shape> shapes = smoke;
+  shapes.insert(shapes.end(), sweep.begin(), sweep.end());
+  shapes.insert(shapes.end(), edge.begin(), edge.end());
+  return shapes;
+}
+
 std::vector<const TargetArg*> TargetSpec::inputs() const {
   std::vector<const TargetArg*> v;
   for (const auto& a : args) if (a.role == TargetArg::Role::kInput) v.push_back(&a);

@@ -115,6 +115,8 @@ struct TargetSpec {
   const BackendSpec* backend(const std::string& name) const;
   // The shape `backend` times: its own "benchmark" if it has one, else the target's.
   const Shape& benchmark_for(const std::string& backend) const;
+  // The verification shapes: smoke, then sweep, then edge.
+  std::vector<Shape> verification_shapes() const;
   std::vector<const TargetArg*> inputs() const;
   std::vector<const TargetArg*> outputs() const;
   std::vector<const TargetArg*> scalars() const;

@@ -74,12 +74,8 @@ TEST(BadInput, EveryCommandRefusesABackendItDoesNotKnow) {
 TEST(BadInput, ATargetMustCarryItsFoldersName) {
   testing::TempDir dir;
   const std::string mine = dir.file("mine");
-  fs::create_directories(mine);
-  fs::copy(testing::builtin_targets_dir() + "/reduce", mine + "/reduce",
-           fs::copy_options::recursive);
-  nlohmann::json spec = testing::read_json(mine + "/reduce/target.json");
-  spec["name"] = "other";
-  std::ofstream(mine + "/reduce/target.json") << spec.dump(2);
+  testing::copy_builtin_target("reduce", mine,
+                               [](nlohmann::json& spec) { spec["name"] = "other"; });
   std::string text;
   EXPECT_EQ(run_command(kiln_binary() + " targets --targets-dir " + mine + " 2>&1", &text), 2)
       << text;
@@ -336,9 +332,7 @@ TEST(BadInput, AReferenceThatCrashesExitsOrThrowsIsNamed) {
   int n = 0;
   for (const Case& c : cases) {
     const std::string mine = dir.file("t" + std::to_string(n++));
-    fs::create_directories(mine);
-    fs::copy(testing::builtin_targets_dir() + "/reduce", mine + "/reduce",
-             fs::copy_options::recursive);
+    testing::copy_builtin_target("reduce", mine, [](nlohmann::json&) {});
     std::ofstream(mine + "/reduce/reference.cpp")
         << "#include <cstdint>\n#include <cstdlib>\n#include <stdexcept>\n"
            "extern \"C\" void kiln_reference(const double* const*, double* const*, "
@@ -405,9 +399,7 @@ TEST(BadInput, ATargetNamedTwiceIsListedOnce) {
 TEST(BadInput, ANumberTooLargeOrASummaryOfWrongTypesIsSaidWithItsFile) {
   testing::TempDir dir;
   const std::string mine = dir.file("mine");
-  fs::create_directories(mine);
-  fs::copy(testing::builtin_targets_dir() + "/reduce", mine + "/reduce",
-           fs::copy_options::recursive);
+  testing::copy_builtin_target("reduce", mine, [](nlohmann::json&) {});
   std::string spec = testing::read_file(mine + "/reduce/target.json");
   const size_t at = spec.find("\"benchmark\"");
   ASSERT_NE(at, std::string::npos);
